@@ -1,0 +1,1 @@
+"""The Docker backend: image builders and (with its issue) DockerBackend."""

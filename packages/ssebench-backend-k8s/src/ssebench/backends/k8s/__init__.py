@@ -1,0 +1,1 @@
+"""The Kubernetes backend (arriving with its issue)."""

@@ -1,0 +1,1 @@
+"""In-container executables: daemon, entrypoint, evaluator and MCP server."""

@@ -1,0 +1,1 @@
+"""The `ssebench` command and the runner."""

@@ -1,0 +1,1 @@
+"""ssebench runs: find, watch, stop and reach runs (commands arrive with their issue)."""

@@ -1,0 +1,174 @@
+"""The Backend interface: how the runner and `ssebench runs` drive a container platform."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar, Generic, TypeVar
+
+from ssebench.spec import labels
+from ssebench.spec._errors import BackendError
+from ssebench.spec._images import ImageRequest, Images
+from ssebench.spec._run import ProxyEndpoint, RunHandle, RunInfo, RunSpec
+
+HandleT = TypeVar("HandleT", bound=RunHandle)
+
+
+class Backend(abc.ABC, Generic[HandleT]):
+    """Carries out runs on one container platform.
+
+    A backend is created without arguments, holds no state between calls
+    (what it needs to control a run is in the handle `start` returns), and
+    finds runs again by their labels. It never puts a secret on a command
+    line, in a repr, in a log or in an error.
+    """
+
+    name: ClassVar[str]
+    """The name `--backend` selects it by."""
+
+    builds_images: ClassVar[bool] = False
+    """Whether `prepare_images` can build layers; if not, runs need `--prebuilt`."""
+
+    supports_exec: ClassVar[bool] = False
+    """Whether `exec_argv` is implemented."""
+
+    @abc.abstractmethod
+    def prepare_images(self, request: ImageRequest) -> Images:
+        """Make the run's images available and return their names.
+
+        With `request.prebuilt`, pull or check the published images; otherwise
+        build the layers.
+
+        Raises:
+            UserError: a layer fails to build or an image cannot be found
+                (`ImageUnavailableError` in particular).
+        """
+
+    @abc.abstractmethod
+    def copy_from_image(
+        self, image: str, path: str, dest: Path, platform: str | None = None
+    ) -> None:
+        """Copy one file out of an image without starting a run.
+
+        Raises:
+            RuntimeError: the image or the file cannot be read, or dest cannot be written.
+        """
+
+    @abc.abstractmethod
+    def start(self, spec: RunSpec) -> HandleT:
+        """Start the run and return once its containers exist.
+
+        From then on the container's output goes to this process's stdout and
+        stderr as it is written.
+
+        Raises:
+            BackendError: the run cannot be started; nothing of it is left behind.
+        """
+
+    @abc.abstractmethod
+    def wait(self, handle: HandleT, timeout: float | None = None) -> int:
+        """Wait for the container the run waits for to exit; return its exit status.
+
+        A stopped container ends with 128 plus the signal: 143 for the SIGTERM
+        of `stop`. For a kept run, returns as soon as the grade marker
+        `$SSE_RESULTS/.graded` exists (the container keeps running).
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first (`RunTimeoutError`).
+            BackendError: the run cannot be watched.
+        """
+
+    @abc.abstractmethod
+    def logs(self, handle: HandleT, follow: bool = False) -> Iterator[str]:
+        """Yield the container's output, stdout and stderr together, one line at a time.
+
+        With `follow`, until the container exits.
+
+        Raises:
+            BackendError: the run's output cannot be read.
+        """
+
+    @abc.abstractmethod
+    def collect_results(self, handle: HandleT, dest: Path) -> None:
+        """Put the run's results in `dest`, the run directory on the runner's host.
+
+        When it returns, `dest` holds what the container wrote to its results
+        and archive directories.
+
+        Raises:
+            BackendError: the results cannot be read.
+        """
+
+    @abc.abstractmethod
+    def stop(self, handle: HandleT, grace: float = 20) -> None:
+        """Ask the run's containers to stop; kill them after `grace` seconds.
+
+        Safe to call at any time: before the container has started, after it
+        exited, and more than once. Leaves the containers in place.
+        """
+
+    @abc.abstractmethod
+    def cleanup(self, handle: HandleT) -> None:
+        """Remove what the run left: containers, volumes, other objects.
+
+        Best effort: never raises for something already gone. Does nothing for
+        a run started with `keep`.
+        """
+
+    @abc.abstractmethod
+    def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
+        """The runs that carry every label in `labels`, running or not.
+
+        Raises:
+            BackendError: the platform cannot be asked.
+        """
+
+    def inspect_run(self, run_id: str) -> RunInfo | None:
+        """The run with that `ssebench.run-id` label, or None.
+
+        Raises:
+            BackendError: several runs carry that ID, or the platform cannot be asked.
+        """
+        runs = self.list_runs({labels.RUN_ID: run_id})
+        if len(runs) > 1:
+            raise BackendError(f"{len(runs)} runs have the ID {run_id!r}")
+        return runs[0] if runs else None
+
+    def endpoint(self, handle: HandleT, port: int) -> str:
+        """`http://host:port` at which this machine reaches `port` of the run's container.
+
+        The URL stays valid after this call returns and after the calling
+        process exits; it carries no credentials.
+
+        Raises:
+            BackendError: the run is not running, or the backend cannot do this.
+        """
+        raise BackendError(f"the {self.name} backend cannot reach a run's ports")
+
+    def exec_argv(
+        self,
+        handle: HandleT,
+        command: Sequence[str],
+        *,
+        user: str | None = None,
+        workdir: str | None = None,
+        tty: bool = False,
+        stdin: bool = False,
+        env_names: Sequence[str] = (),
+    ) -> list[str]:
+        """The argument vector of a local command that runs `command` in the run's container.
+
+        `command` reaches the container as separate arguments, never parsed by
+        a shell. Each of `env_names` reaches the container's process with the
+        value it has in the caller's environment; the vector never carries a
+        variable's value.
+
+        Raises:
+            BackendError: the backend cannot do this (`supports_exec` is False).
+        """
+        raise BackendError(f"the {self.name} backend cannot run commands in a run")
+
+    def proxy(self) -> ProxyEndpoint | None:
+        """The backend's own model proxy, or None for the local one the runner starts."""
+        return None

@@ -1,0 +1,182 @@
+"""Finding the SSEBench home, its agents and its datasets, so every package agrees."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from ssebench.spec._codec import load_yaml_file
+from ssebench.spec._errors import TaskConfigError, UserError
+from ssebench.spec._task import (
+    CONFIG_PATH,
+    Agent,
+    AgentConfig,
+    DatasetConfig,
+    Task,
+    load_task_config,
+    validate_task_id,
+)
+
+HOME_ENV: Final = "SSEBENCH_HOME"
+"""Environment variable that names the home explicitly."""
+
+AGENT_PATH_ENV: Final = "SSEBENCH_AGENT_PATH"
+"""Extra folders holding agents, separated like PATH."""
+
+DEFAULT_DATASET: Final = "demo"
+"""The dataset `--local` defaults to, under `<home>/datasets/`."""
+
+
+def _is_home(folder: Path) -> bool:
+    try:
+        with (folder / "pyproject.toml").open("rb") as stream:
+            data = tomllib.load(stream)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(data.get("tool", {}).get("ssebench"), dict)
+
+
+def find_home(start: Path | None = None) -> Path:
+    """The SSEBench home: `SSEBENCH_HOME`, else the nearest parent with `[tool.ssebench]`.
+
+    The search starts at `start` (default: the current directory) and, failing
+    that, at this package's own location, so an installed checkout works from
+    any directory.
+
+    Raises:
+        UserError: `SSEBENCH_HOME` names no home, or no home can be found.
+    """
+    explicit = os.environ.get(HOME_ENV)
+    if explicit:
+        home = Path(explicit).resolve()
+        if not _is_home(home):
+            raise UserError(
+                f"{HOME_ENV}={explicit} is not an SSEBench home: "
+                "its pyproject.toml has no [tool.ssebench] table"
+            )
+        return home
+    for origin in (start or Path.cwd(), Path(__file__)):
+        for folder in (origin.resolve(), *origin.resolve().parents):
+            if _is_home(folder):
+                return folder
+    raise UserError(
+        f"cannot find the SSEBench home: run inside a checkout of SSEBench or set {HOME_ENV}"
+    )
+
+
+def agent_folders(home: Path) -> list[Path]:
+    """Folders that hold agents, in lookup order: `<home>/agents`, then `SSEBENCH_AGENT_PATH`."""
+    folders = [home / "agents"]
+    extra = os.environ.get(AGENT_PATH_ENV, "")
+    folders += [Path(part) for part in extra.split(os.pathsep) if part]
+    return folders
+
+
+def _load_agent(folder: Path) -> Agent:
+    config = load_yaml_file(folder / "agent.yaml", AgentConfig)
+    if config.name != folder.name:
+        raise TaskConfigError(
+            f"{folder / 'agent.yaml'}: key 'name' is {config.name!r} but the folder is "
+            f"{folder.name!r}; they must match"
+        )
+    return Agent(
+        name=config.name,
+        version=config.version,
+        uses_model=config.uses_model,
+        folder=str(folder),
+    )
+
+
+def list_agents(home: Path) -> list[Agent]:
+    """Every agent on the agent path, first folder winning on a repeated name.
+
+    Raises:
+        TaskConfigError: an agent.yaml is invalid.
+    """
+    found: dict[str, Agent] = {}
+    for parent in agent_folders(home):
+        if not parent.is_dir():
+            continue
+        for folder in sorted(parent.iterdir()):
+            if (folder / "agent.yaml").is_file() and folder.name not in found:
+                found[folder.name] = _load_agent(folder)
+    return sorted(found.values(), key=lambda agent: agent.name)
+
+
+def find_agent(home: Path, name: str) -> Agent:
+    """The agent named `name`.
+
+    Raises:
+        UserError: no such agent; the message lists the agents there are.
+    """
+    for parent in agent_folders(home):
+        folder = parent / name
+        if name and "/" not in name and (folder / "agent.yaml").is_file():
+            return _load_agent(folder)
+    known = ", ".join(agent.name for agent in list_agents(home)) or "none"
+    where = ", ".join(str(folder) for folder in agent_folders(home))
+    raise UserError(f"unknown agent {name!r}: known agents are {known} (looked in {where})")
+
+
+def default_dataset(home: Path) -> Path:
+    """The dataset `--local` means when it is not given."""
+    return home / "datasets" / DEFAULT_DATASET
+
+
+def _task_folders(dataset: Path) -> Iterator[Path]:
+    for folder in sorted(dataset.iterdir()):
+        if (folder / CONFIG_PATH).is_file():
+            yield folder
+
+
+def load_dataset(dataset: Path) -> list[Task]:
+    """Every task in a dataset folder, sorted by ID.
+
+    Raises:
+        UserError: the folder or its dataset.yaml is missing, a task folder has an
+            invalid name, or two task IDs differ only in case.
+        TaskConfigError: a task's config.yaml is invalid.
+    """
+    if not dataset.is_dir():
+        raise UserError(f"dataset folder {dataset} does not exist")
+    meta = load_yaml_file(dataset / "dataset.yaml", DatasetConfig)
+    name = meta.name or dataset.name
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for folder in _task_folders(dataset):
+        task_id = validate_task_id(folder.name)
+        if task_id.lower() in seen:
+            raise UserError(
+                f"{dataset}: task IDs {seen[task_id.lower()]!r} and {task_id!r} differ only "
+                "in case; image names are lower case, so task IDs must be unique ignoring case"
+            )
+        seen[task_id.lower()] = task_id
+        tasks.append(
+            Task(
+                id=task_id,
+                folder=str(folder),
+                dataset=name,
+                dataset_version=meta.version,
+                config=load_task_config(folder / CONFIG_PATH),
+            )
+        )
+    return tasks
+
+
+def find_task(dataset: Path, task_id: str) -> Task:
+    """One task of a dataset.
+
+    Raises:
+        UserError: the ID is invalid or not in the dataset; the message lists the IDs there are.
+        TaskConfigError: the task's config.yaml is invalid.
+    """
+    validate_task_id(task_id)
+    tasks = load_dataset(dataset)
+    for task in tasks:
+        if task.id == task_id:
+            return task
+    known = ", ".join(task.id for task in tasks) or "none"
+    raise UserError(f"unknown task {task_id!r} in {dataset}: tasks there are {known}")

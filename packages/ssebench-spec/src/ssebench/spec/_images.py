@@ -1,0 +1,90 @@
+"""Which images a run needs, and the names of published (prebuilt) images."""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from typing import Final
+
+from ssebench.spec._base import Message
+from ssebench.spec._errors import ImageUnavailableError
+from ssebench.spec._run import Mode
+from ssebench.spec._task import Agent, Task
+
+REGISTRY_ENV: Final = "SSEBENCH_REGISTRY"
+"""Environment variable naming the prefix of every SSEBench image."""
+
+DEFAULT_REGISTRY: Final = "ssebench"
+"""A local prefix: nothing is pulled unless a run asks for prebuilt images."""
+
+BASE_IMAGE_ENV: Final = "SSEBENCH_BASE_IMAGE"
+"""Environment variable naming the image every case image is built FROM."""
+
+DEFAULT_BASE_IMAGE: Final = "debian:bookworm-slim"
+"""The base image; bootstrapped from Debian packages when missing, never pulled."""
+
+
+def registry() -> str:
+    """The image name prefix in force (`SSEBENCH_REGISTRY`, default `ssebench`)."""
+    return os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
+
+
+def base_image() -> str:
+    """The base image in force (`SSEBENCH_BASE_IMAGE`, default `debian:bookworm-slim`)."""
+    return os.environ.get(BASE_IMAGE_ENV) or DEFAULT_BASE_IMAGE
+
+
+def runtime_version() -> str:
+    """The ssebench-daemon version that tool and sidecar images are tagged with.
+
+    Raises:
+        ImageUnavailableError: ssebench-daemon is not installed.
+    """
+    try:
+        return metadata.version("ssebench-daemon")
+    except metadata.PackageNotFoundError as exc:
+        raise ImageUnavailableError(
+            "ssebench-daemon is not installed, so the runtime version is unknown"
+        ) from exc
+
+
+class ImageRequest(Message, frozen=True):
+    """What `Backend.prepare_images` is asked for."""
+
+    mode: Mode
+    task: Task
+    agent: Agent
+    prebuilt: bool = False
+    platform: str | None = None
+
+
+class Images(Message, frozen=True):
+    """The images of one run.
+
+    `agent` is the image the run waits for (the whole run in sandbox mode, the
+    agent runtime in sidecar mode); `environment` is the sidecar task image.
+    """
+
+    agent: str
+    environment: str | None = None
+
+    def task_image(self) -> str:
+        """The image holding the task's hidden material."""
+        return self.environment or self.agent
+
+
+def prebuilt_images(request: ImageRequest) -> Images:
+    """The published images a prebuilt run uses, under `SSEBENCH_REGISTRY`.
+
+    Raises:
+        ImageUnavailableError: sidecar mode without ssebench-daemon installed.
+    """
+    prefix = registry()
+    agent = request.agent
+    task_id = request.task.id.lower()
+    if request.mode == "sandbox":
+        return Images(agent=f"{prefix}/agent-{agent.name}/{task_id}:{agent.version}")
+    return Images(
+        agent=f"{prefix}/agent-{agent.name}/sidecar:{agent.version}",
+        environment=f"{prefix}/tool-sidecar/{task_id}:{runtime_version()}",
+    )

@@ -1,0 +1,133 @@
+"""The container contract: users, paths, sockets, ports and environment names.
+
+Public module (`ssebench.spec.contract`) because the daemon, the image builders
+and the backends all read these names and must agree on them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Users ------------------------------------------------------------------------
+
+MODEL_USER: Final = "model"
+"""The agent's user, created fresh in every tool image."""
+
+MODEL_UID: Final = 1000
+"""uid (and gid) of `model`."""
+
+RUNNER_USER: Final = "sse-runner"
+"""The user every task script runs as: a system uid, own group only."""
+
+# Paths -------------------------------------------------------------------------
+
+TASK_DIR: Final = "/ssebench"
+"""Task config, scripts, PoCs and hidden material (root:sse-runner 0710)."""
+
+TASK_CONFIG: Final = "/ssebench/config.yaml"
+"""The task's config inside the image."""
+
+SCRIPTS_DIR: Final = "/ssebench/scripts"
+"""build.sh, run.sh, test.sh (root:sse-runner 0750)."""
+
+REPO_DIR: Final = "/ssebench-repo"
+"""Pristine copy of the project, the one that is graded (root 0700)."""
+
+RUNTIME_DIR: Final = "/opt/ssebench"
+"""SSEBench's own Python and packages."""
+
+RUNTIME_PYTHON: Final = "/opt/ssebench/bin/python3.11"
+"""The interpreter every in-container SSEBench tool runs with."""
+
+RESULTS_DIR: Final = "/var/lib/ssebench/results"
+"""Grade, final patch and logs (root-only; the host's run directory)."""
+
+ARCHIVE_DIR: Final = "/tmp/sse-archive"
+"""What the agent writes (owned by model; the host's `archive/`)."""
+
+SCRATCH_DIR: Final = "/var/lib/ssebench-runner"
+"""Scratch copies for checks (root:sse-runner 0710)."""
+
+SOCKET_DIR: Final = "/run/ssebench"
+"""The admin socket's directory (root 0700; sidecar: a shared root-owned volume)."""
+
+ADMIN_SOCKET: Final = "/run/ssebench/admin.sock"
+"""The daemon's privileged socket (0600)."""
+
+SANDBOX_DAEMON_SOCKET: Final = "/tmp/sse.sock"
+"""The agent-facing socket in sandbox mode (0666)."""
+
+SIDECAR_DAEMON_SOCKET: Final = "/run/ssebench/sse.sock"
+"""The agent-facing socket in sidecar mode (0666)."""
+
+REFERENCE_PATCH: Final = "/reference/patch.diff"
+"""Read-only artifact mounted for the reference agent only."""
+
+GRADED_MARKER: Final = ".graded"
+"""Written in the results directory once result.json is complete."""
+
+# Ports -------------------------------------------------------------------------
+
+DAEMON_PORT: Final = 4263
+"""The daemon's agent-facing HTTP port."""
+
+MCP_PORT: Final = 3000
+"""The MCP server's streamable HTTP port."""
+
+MCP_PATH: Final = "/mcp"
+"""The MCP server's path."""
+
+# Environment -------------------------------------------------------------------
+
+ENV_API_KEY: Final = "SSE_API_KEY"
+"""The model key (a secret)."""
+
+ENV_BASE_URL: Final = "SSE_BASE_URL"
+"""The model proxy's URL."""
+
+ENV_MODEL_NAME: Final = "SSE_MODEL_NAME"
+"""The model's name."""
+
+ENV_ARCHIVE: Final = "SSE_ARCHIVE"
+"""The archive directory's path."""
+
+ENV_RESULTS: Final = "SSE_RESULTS"
+"""The results directory's path."""
+
+ENV_DIFFICULTY: Final = "SSE_DIFFICULTY"
+"""The run's difficulty, 0-4."""
+
+ENV_TIMEOUT: Final = "TIMEOUT"
+"""The agent's time limit in seconds."""
+
+ENV_KEEP_ALIVE: Final = "SSE_KEEP_ALIVE"
+"""`1`: the container stays up after grading."""
+
+ENV_DAEMON_SOCKET: Final = "SSE_DAEMON_SOCKET"
+"""The agent-facing socket's path."""
+
+ENV_CHECK_TIMEOUT: Final = "SSE_CHECK_TIMEOUT"
+"""Seconds one check may take before it is stopped."""
+
+SECRET_ENV: Final = frozenset({ENV_API_KEY})
+"""Environment names whose values are secrets."""
+
+# Limits ------------------------------------------------------------------------
+
+DEFAULT_DIFFICULTY: Final = 2
+"""Difficulty when none is given: no PoC, no intent test."""
+
+DIFFICULTIES: Final = range(5)
+"""Valid difficulties."""
+
+DEFAULT_CHECK_TIMEOUT: Final = 1800
+"""Default of SSE_CHECK_TIMEOUT, in seconds."""
+
+STOP_GRACE: Final = 20
+"""Seconds between SIGTERM and SIGKILL when a run is stopped."""
+
+MAX_BODY_BYTES: Final = 1024 * 1024
+"""Largest request body the daemon accepts."""
+
+MAX_STREAM_BYTES: Final = 1024 * 1024
+"""Output kept per stream of a script run; the rest is dropped."""

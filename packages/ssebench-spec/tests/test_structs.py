@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+import ssebench.extensions
+import ssebench.spec
+from ssebench.spec import (
+    Agent,
+    DecodeError,
+    ImageRequest,
+    Images,
+    Mount,
+    NetworkPolicy,
+    PatchResult,
+    ProxyEndpoint,
+    Result,
+    RunConfig,
+    RunHandle,
+    RunInfo,
+    RunRecord,
+    RunSpec,
+    RuntimeResult,
+    SidecarPair,
+    Summary,
+    Task,
+    TaskConfig,
+    TaskDescription,
+    TaskFiles,
+    TaskScripts,
+    UserError,
+    decode_json,
+    encode_json,
+    prebuilt_images,
+)
+
+SECRET = "sk-planted-secret-0123456789"
+
+
+def task_config() -> TaskConfig:
+    return TaskConfig(
+        id="demo-task",
+        project="demo",
+        repository="bundled",
+        language="c",
+        source="/src/demo",
+        task_description=TaskDescription(bug_description="overflow"),
+        scripts=TaskScripts(build="scripts/build.sh", run="scripts/run.sh", test="scripts/test.sh"),
+        files=TaskFiles(patch="diffs/patch.diff", poc=["pocs/a"], future_test="diffs/test.diff"),
+    )
+
+
+def run_spec(**changes: Any) -> RunSpec:
+    fields: dict[str, Any] = {
+        "run_id": "r1",
+        "task_name": "demo-task",
+        "mode": "sandbox",
+        "image": "ssebench/agent-dummy/demo-task:1",
+        "env": {"SSE_API_KEY": SECRET, "SSE_DIFFICULTY": "2"},
+        "results": Mount(target="/var/lib/ssebench/results", source="/tmp/run"),
+        "archive": Mount(target="/tmp/sse-archive", source="/tmp/run/archive"),
+        "labels": {"ssebench.run-id": "r1"},
+    }
+    fields.update(changes)
+    return RunSpec(**fields)
+
+
+CONFIG = RunConfig(
+    agent="dummy",
+    model="none",
+    mode="sandbox",
+    backend="docker",
+    difficulty=2,
+    timeout=3600,
+    egress="restricted",
+    reference_run=False,
+    keep=False,
+)
+PATCH = PatchResult(status="failed", build_success=True, pov_passed=0, pov_total=1)
+TASK = Task(
+    id="demo-task", folder="/d/demo-task", dataset="demo", dataset_version="1", config=task_config()
+)
+AGENT = Agent(name="dummy", version="1", uses_model=False, folder="/a/dummy")
+
+EXAMPLES: list[msgspec.Struct] = [
+    Mount(target="/x", source="vol", kind="volume", read_only=True),
+    NetworkPolicy(egress="open"),
+    SidecarPair(),
+    RunHandle(run_id="r1", name="ssebench-r1", keep=True),
+    RunInfo(
+        run_id="r1",
+        name="c",
+        state="exited",
+        image="i",
+        handle=RunHandle(run_id="r1", name="c"),
+        exit_code=143,
+        labels={"a": "b"},
+        created_at="2026-11-29T00:00:00Z",
+    ),
+    ProxyEndpoint(host_url="http://127.0.0.1:4000", service_url="http://proxy:4000"),
+    ImageRequest(mode="sandbox", task=TASK, agent=AGENT, prebuilt=True, platform="linux/amd64"),
+    Images(agent="a", environment="e"),
+    CONFIG,
+    PATCH,
+    RuntimeResult(agent_duration=1.5, agent_timeout=True, agent_exit_code=124),
+    Result(patch_result=PATCH, runtime_result=RuntimeResult(), config=CONFIG),
+    Summary(
+        task="demo-task",
+        config=CONFIG,
+        patch_result=PATCH,
+        runtime_result=RuntimeResult(),
+        run_id="r1",
+        started_at="2026-11-29T00:00:00Z",
+    ),
+    task_config(),
+    TASK,
+    AGENT,
+    run_spec(),
+    run_spec().record(),
+]
+
+
+@pytest.mark.parametrize("value", EXAMPLES, ids=lambda value: type(value).__name__)
+def test_every_struct_survives_a_round_trip_through_json(value: msgspec.Struct) -> None:
+    assert decode_json(encode_json(value), type(value)) == value
+
+
+def test_a_sidecar_run_without_a_pair_is_refused() -> None:
+    with pytest.raises(UserError, match="sidecar run needs a SidecarPair"):
+        run_spec(mode="sidecar")
+
+
+def test_a_sandbox_run_with_a_pair_is_refused() -> None:
+    with pytest.raises(UserError, match="sandbox run takes no SidecarPair"):
+        run_spec(sidecar=SidecarPair())
+
+
+def test_the_model_key_is_absent_from_the_run_specs_repr() -> None:
+    spec = run_spec()
+    for text in (repr(spec), str(spec), f"{spec!r}", repr([spec])):
+        assert SECRET not in text
+    assert "SSE_API_KEY" in repr(spec)
+
+
+def test_the_record_written_to_disk_keeps_the_environments_names_only() -> None:
+    record = run_spec().record()
+    data = encode_json(record, pretty=True)
+    assert SECRET.encode() not in data
+    assert decode_json(data, RunRecord).env_names == ["SSE_API_KEY", "SSE_DIFFICULTY"]
+
+
+def test_a_decode_error_names_the_field_but_never_the_environments_values() -> None:
+    raw = msgspec.json.encode(msgspec.to_builtins(run_spec()) | {"timeout": "soon"})
+    with pytest.raises(DecodeError) as caught:
+        decode_json(raw, RunSpec, what="run spec")
+    assert "$.timeout" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_a_decode_error_is_also_a_value_error() -> None:
+    with pytest.raises(ValueError, match=r"result\.json"):
+        decode_json(b"{", Result, what="result.json")
+
+
+def test_unknown_fields_from_a_newer_version_are_ignored_in_messages() -> None:
+    raw = b'{"egress": "open", "added_later": 1}'
+    assert decode_json(raw, NetworkPolicy) == NetworkPolicy(egress="open")
+
+
+def test_images_name_the_task_image_in_either_mode() -> None:
+    assert Images(agent="a").task_image() == "a"
+    assert Images(agent="a", environment="e").task_image() == "e"
+
+
+def test_prebuilt_images_are_named_under_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSEBENCH_REGISTRY", "registry.example:5000/team")
+    task = msgspec.structs.replace(TASK, id="Demo-Task")
+    request = ImageRequest(mode="sandbox", task=task, agent=AGENT)
+    assert prebuilt_images(request) == Images(
+        agent="registry.example:5000/team/agent-dummy/demo-task:1"
+    )
+    sidecar = prebuilt_images(msgspec.structs.replace(request, mode="sidecar"))
+    assert sidecar.agent == "registry.example:5000/team/agent-dummy/sidecar:1"
+    assert sidecar.environment is not None
+    assert sidecar.environment.startswith("registry.example:5000/team/tool-sidecar/demo-task:")
+
+
+@pytest.mark.parametrize("module", [ssebench.spec, ssebench.extensions])
+def test_public_names_are_sorted_and_exist(module: Any) -> None:
+    assert module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        assert hasattr(module, name), name
+
+
+def test_the_extensions_api_is_the_seeds() -> None:
+    from ssebench.extensions import Backend, RunSpec  # noqa: F401  (the seed's import)
+
+    assert ssebench.extensions.Backend is ssebench.spec.Backend

@@ -1,0 +1,22 @@
+# Shared by the set-up scripts: where SSEBench keeps its tools, and how it finds uv.
+# shellcheck shell=bash
+
+SSEBENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SSEBENCH_TOOLS=${SSEBENCH_TOOLS:-$HOME/.local/share/ssebench}
+export UV_PYTHON_DOWNLOADS=never
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# uv from PyPI, in a venv of its own, when none is on PATH.
+ensure_uv() {
+    if command -v uv >/dev/null 2>&1; then
+        UV=$(command -v uv)
+        return
+    fi
+    UV=$SSEBENCH_TOOLS/uv/bin/uv
+    if [ ! -x "$UV" ]; then
+        say "installing uv from PyPI into $SSEBENCH_TOOLS/uv"
+        python3 -m venv "$SSEBENCH_TOOLS/uv"
+        "$SSEBENCH_TOOLS/uv/bin/pip" install --quiet --disable-pip-version-check uv
+    fi
+}
