@@ -5,6 +5,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "$SSEBENCH_ROOT/scripts/setup.sh"
+ensure_uv
 cd "$SSEBENCH_ROOT"
 run() { "$UV" run --frozen --all-packages "$@"; }
 
