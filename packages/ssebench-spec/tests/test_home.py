@@ -143,3 +143,13 @@ def test_a_dataset_without_its_yaml_is_refused(tmp_path: Path) -> None:
     (tmp_path / "demo").mkdir()
     with pytest.raises(TaskConfigError, match=r"dataset.yaml: cannot read"):
         load_dataset(tmp_path / "demo")
+
+
+def test_finding_one_task_ignores_a_broken_neighbour(tmp_path: Path) -> None:
+    dataset = tmp_path / "demo"
+    make_task(dataset, "good")
+    (make_task(dataset, "broken") / "sse" / "config.yaml").write_text("colour: blue\n")
+    (dataset / "dataset.yaml").write_text("version: '1'\n")
+    assert find_task(dataset, "good").id == "good"
+    with pytest.raises(TaskConfigError, match="unknown key 'colour'"):
+        find_task(dataset, "broken")

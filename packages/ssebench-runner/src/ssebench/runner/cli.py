@@ -6,6 +6,8 @@ from importlib import metadata
 
 import typer
 
+from ssebench.runner._commands_run import run_app, run_command
+from ssebench.runner._commands_tasks import tasks_app
 from ssebench.runner._extensions import ExtensionGroup
 
 app = typer.Typer(
@@ -48,6 +50,15 @@ def _root(
     """Run AI coding agents against security-repair tasks and grade their patches."""
 
 
+app.command("run")(run_command)
+app.add_typer(tasks_app, name="tasks")
+
+
 def main() -> None:
     """Entry point of the `ssebench` executable."""
     app()
+
+
+def run_main() -> None:
+    """Entry point of the `ssebench-run` executable: `ssebench run` on its own."""
+    run_app(prog_name="ssebench-run")

@@ -132,19 +132,8 @@ def _task_folders(dataset: Path) -> Iterator[Path]:
             yield folder
 
 
-def load_dataset(dataset: Path) -> list[Task]:
-    """Every task in a dataset folder, sorted by ID.
-
-    Raises:
-        UserError: the folder or its dataset.yaml is missing, a task folder has an
-            invalid name, or two task IDs differ only in case.
-        TaskConfigError: a task's config.yaml is invalid.
-    """
-    if not dataset.is_dir():
-        raise UserError(f"dataset folder {dataset} does not exist")
-    meta = load_yaml_file(dataset / "dataset.yaml", DatasetConfig)
-    name = meta.name or dataset.name
-    tasks: list[Task] = []
+def _task_ids(dataset: Path) -> list[str]:
+    """The task IDs of a dataset folder, checked, without reading their configs."""
     seen: dict[str, str] = {}
     for folder in _task_folders(dataset):
         task_id = validate_task_id(folder.name)
@@ -154,29 +143,50 @@ def load_dataset(dataset: Path) -> list[Task]:
                 "in case; image names are lower case, so task IDs must be unique ignoring case"
             )
         seen[task_id.lower()] = task_id
-        tasks.append(
-            Task(
-                id=task_id,
-                folder=str(folder),
-                dataset=name,
-                dataset_version=meta.version,
-                config=load_task_config(folder / CONFIG_PATH),
-            )
-        )
-    return tasks
+    return list(seen.values())
+
+
+def _dataset_meta(dataset: Path) -> tuple[str, str]:
+    if not dataset.is_dir():
+        raise UserError(f"dataset folder {dataset} does not exist")
+    meta = load_yaml_file(dataset / "dataset.yaml", DatasetConfig)
+    return meta.name or dataset.name, meta.version
+
+
+def _load_task(dataset: Path, task_id: str, name: str, version: str) -> Task:
+    folder = dataset / task_id
+    return Task(
+        id=task_id,
+        folder=str(folder),
+        dataset=name,
+        dataset_version=version,
+        config=load_task_config(folder / CONFIG_PATH),
+    )
+
+
+def load_dataset(dataset: Path) -> list[Task]:
+    """Every task in a dataset folder, sorted by ID.
+
+    Raises:
+        UserError: the folder or its dataset.yaml is missing, a task folder has an
+            invalid name, or two task IDs differ only in case.
+        TaskConfigError: a task's config.yaml is invalid.
+    """
+    name, version = _dataset_meta(dataset)
+    return [_load_task(dataset, task_id, name, version) for task_id in _task_ids(dataset)]
 
 
 def find_task(dataset: Path, task_id: str) -> Task:
-    """One task of a dataset.
+    """One task of a dataset; only its own config is read, so a broken neighbour does not matter.
 
     Raises:
         UserError: the ID is invalid or not in the dataset; the message lists the IDs there are.
         TaskConfigError: the task's config.yaml is invalid.
     """
     validate_task_id(task_id)
-    tasks = load_dataset(dataset)
-    for task in tasks:
-        if task.id == task_id:
-            return task
-    known = ", ".join(task.id for task in tasks) or "none"
-    raise UserError(f"unknown task {task_id!r} in {dataset}: tasks there are {known}")
+    name, version = _dataset_meta(dataset)
+    task_ids = _task_ids(dataset)
+    if task_id not in task_ids:
+        known = ", ".join(task_ids) or "none"
+        raise UserError(f"unknown task {task_id!r} in {dataset}: tasks there are {known}")
+    return _load_task(dataset, task_id, name, version)

@@ -48,7 +48,7 @@ def runtime_version() -> str:
         ) from exc
 
 
-class ImageRequest(Message, frozen=True):
+class ImageRequest(Message, kw_only=True, frozen=True):
     """What `Backend.prepare_images` is asked for."""
 
     mode: Mode
@@ -58,7 +58,7 @@ class ImageRequest(Message, frozen=True):
     platform: str | None = None
 
 
-class Images(Message, frozen=True):
+class Images(Message, kw_only=True, frozen=True):
     """The images of one run.
 
     `agent` is the image the run waits for (the whole run in sandbox mode, the

@@ -10,7 +10,7 @@ from ssebench.spec._run import Egress, Mode
 Status = Literal["passed", "failed", "error"]
 
 
-class RunConfig(Message, frozen=True):
+class RunConfig(Message, kw_only=True, frozen=True):
     """A run's settings, as the runner records them."""
 
     agent: str
@@ -24,7 +24,7 @@ class RunConfig(Message, frozen=True):
     keep: bool
 
 
-class PatchResult(Message, frozen=True):
+class PatchResult(Message, kw_only=True, frozen=True):
     """The grade. A check that did not run is None."""
 
     status: Status
@@ -37,7 +37,7 @@ class PatchResult(Message, frozen=True):
     error_log: str | None = None
 
 
-class RuntimeResult(Message, frozen=True):
+class RuntimeResult(Message, kw_only=True, frozen=True):
     """How the agent and the evaluator ran."""
 
     agent_duration: float | None = None
@@ -46,7 +46,7 @@ class RuntimeResult(Message, frozen=True):
     agent_exit_code: int | None = None
 
 
-class Result(Message, frozen=True):
+class Result(Message, kw_only=True, frozen=True):
     """`result.json`: written by the evaluator; `config` is added by the runner."""
 
     patch_result: PatchResult
@@ -54,7 +54,7 @@ class Result(Message, frozen=True):
     config: RunConfig | None = None
 
 
-class Summary(Message, frozen=True):
+class Summary(Message, kw_only=True, frozen=True):
     """`summary.json`: the run's record, written by the runner for every run."""
 
     task: str

@@ -14,7 +14,7 @@ Egress = Literal["restricted", "open"]
 RunState = Literal["created", "running", "exited", "unknown"]
 
 
-class Mount(Message, frozen=True):
+class Mount(Message, kw_only=True, frozen=True):
     """A place in the container (`target`) and where its content comes from.
 
     `source` is a path on the runner's host for kind "bind", a volume name for
@@ -27,20 +27,20 @@ class Mount(Message, frozen=True):
     read_only: bool = False
 
 
-class NetworkPolicy(Message, frozen=True):
+class NetworkPolicy(Message, kw_only=True, frozen=True):
     """Where the run may connect: the model proxy only, or also the internet."""
 
     egress: Egress = "restricted"
 
 
-class SidecarPair(Message, frozen=True):
+class SidecarPair(Message, kw_only=True, frozen=True):
     """Sidecar mode: the task container and what it shares with the agent's.
 
     Its fields and helpers arrive with sidecar mode.
     """
 
 
-class RunSpec(Message, frozen=True):
+class RunSpec(Message, kw_only=True, frozen=True):
     """Everything a backend needs to carry out one run.
 
     `env` holds the model key: it is left out of `repr`, and `record()` keeps
@@ -84,7 +84,7 @@ class RunSpec(Message, frozen=True):
         return RunRecord(env_names=sorted(self.env), **fields)
 
 
-class RunRecord(Message, frozen=True):
+class RunRecord(Message, kw_only=True, frozen=True):
     """A RunSpec as written to `run.json`: the environment's names and none of its values."""
 
     run_id: str
@@ -103,7 +103,7 @@ class RunRecord(Message, frozen=True):
     sidecar: SidecarPair | None = None
 
 
-class RunHandle(Message, frozen=True):
+class RunHandle(Message, kw_only=True, frozen=True):
     """What a backend needs to find a run again; a backend may subclass it."""
 
     run_id: str
@@ -111,7 +111,7 @@ class RunHandle(Message, frozen=True):
     keep: bool = False
 
 
-class RunInfo(Message, frozen=True):
+class RunInfo(Message, kw_only=True, frozen=True):
     """A run as a backend sees it now."""
 
     run_id: str
@@ -124,7 +124,7 @@ class RunInfo(Message, frozen=True):
     created_at: str | None = None
 
 
-class ProxyEndpoint(Message, frozen=True):
+class ProxyEndpoint(Message, kw_only=True, frozen=True):
     """A backend's own model proxy: where the runner reaches it, and the run's SSE_BASE_URL."""
 
     host_url: str

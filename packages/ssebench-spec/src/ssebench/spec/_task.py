@@ -41,7 +41,7 @@ def validate_task_id(task_id: str) -> str:
     return task_id
 
 
-class TaskDescription(UserInput, frozen=True):
+class TaskDescription(UserInput, kw_only=True, frozen=True):
     """What the agent is told about the bug; at least one field is set."""
 
     issue: str | None = None
@@ -49,7 +49,7 @@ class TaskDescription(UserInput, frozen=True):
     bug_description: str | None = None
 
 
-class TaskScripts(UserInput, frozen=True):
+class TaskScripts(UserInput, kw_only=True, frozen=True):
     """Paths (relative to /ssebench) of the task's scripts."""
 
     build: str | None = None
@@ -57,7 +57,7 @@ class TaskScripts(UserInput, frozen=True):
     test: str | None = None
 
 
-class TaskFiles(UserInput, frozen=True):
+class TaskFiles(UserInput, kw_only=True, frozen=True):
     """Paths (relative to /ssebench) of the task's hidden material."""
 
     patch: str
@@ -68,7 +68,7 @@ class TaskFiles(UserInput, frozen=True):
     intent_test: str | None = None
 
 
-class TaskConfig(UserInput, frozen=True):
+class TaskConfig(UserInput, kw_only=True, frozen=True):
     """A task's `sse/config.yaml`."""
 
     id: str
@@ -118,7 +118,7 @@ def load_task_config(path: Path) -> TaskConfig:
     return config
 
 
-class DatasetConfig(UserInput, frozen=True):
+class DatasetConfig(UserInput, kw_only=True, frozen=True):
     """A dataset's `dataset.yaml`."""
 
     version: str
@@ -126,7 +126,7 @@ class DatasetConfig(UserInput, frozen=True):
     description: str | None = None
 
 
-class Task(Message, frozen=True):
+class Task(Message, kw_only=True, frozen=True):
     """A task found in a dataset: its ID, folder, config and dataset."""
 
     id: str
@@ -136,7 +136,7 @@ class Task(Message, frozen=True):
     config: TaskConfig
 
 
-class AgentConfig(UserInput, frozen=True):
+class AgentConfig(UserInput, kw_only=True, frozen=True):
     """An agent's `agent.yaml`."""
 
     name: str
@@ -145,7 +145,7 @@ class AgentConfig(UserInput, frozen=True):
     description: str | None = None
 
 
-class Agent(Message, frozen=True):
+class Agent(Message, kw_only=True, frozen=True):
     """An agent found on the agent path: its config and folder."""
 
     name: str
