@@ -51,6 +51,57 @@ def base_image(docker_client: docker.DockerClient) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def ssebench_home() -> Path:
+    """The SSEBench home of this checkout (images/, datasets/, uv.lock)."""
+    from ssebench.spec import find_home
+
+    return find_home(Path(__file__).resolve().parent)
+
+
+@pytest.fixture(scope="session")
+def runtime_image(docker_client: docker.DockerClient, base_image: str, ssebench_home: Path) -> str:
+    """The runtime image's name, built once per session from this checkout.
+
+    The first build of a machine takes minutes; afterwards the engine's cache and
+    the prepared package trees make an unchanged rebuild take seconds, and a change
+    to ssebench-daemon's source rebuilds only the steps that copy it.
+    """
+    from ssebench.backends.docker import build_runtime
+
+    return build_runtime(docker_client, ssebench_home).tag
+
+
+ToolImage = Callable[..., str]
+"""`tool_image(task_id, dataset=None)`: the name of a task's tool layer, built once per session."""
+
+
+@pytest.fixture(scope="session")
+def tool_image(
+    docker_client: docker.DockerClient, runtime_image: str, ssebench_home: Path
+) -> ToolImage:
+    """Build a task's case image and tool layer (once per session) and give the tool layer's name.
+
+    `tool_image("tlvkit-heap-overflow")` takes the task from the demo dataset;
+    `tool_image("x", dataset=folder)` from another dataset folder. The layer's
+    entrypoint is the SSEBench entrypoint: override it to run another command.
+    """
+    from ssebench.backends.docker import build_case, build_tool
+    from ssebench.spec import default_dataset, find_task
+
+    built: dict[tuple[str, Path], str] = {}
+
+    def build(task_id: str, dataset: Path | None = None) -> str:
+        folder = (dataset or default_dataset(ssebench_home)).resolve()
+        if (task_id, folder) not in built:
+            task = find_task(folder, task_id)
+            build_case(docker_client, task)
+            built[task_id, folder] = build_tool(docker_client, task, ssebench_home).tag
+        return built[task_id, folder]
+
+    return build
+
+
 InstallDistribution = Callable[..., None]
 
 

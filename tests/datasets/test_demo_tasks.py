@@ -21,11 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
-import docker.errors
 import pytest
 import yaml
 
-from ssebench.spec import TaskConfig, load_dataset, load_task_config
+from ssebench.spec import (
+    ImageUnavailableError,
+    TaskConfig,
+    find_task,
+    load_dataset,
+    load_task_config,
+)
 
 DATASET = Path(__file__).resolve().parents[2] / "datasets" / "demo"
 TASK_FOLDERS = sorted(p for p in DATASET.iterdir() if (p / "sse" / "config.yaml").is_file())
@@ -141,29 +146,19 @@ class Scenario:
 def case_image(
     request: pytest.FixtureRequest, docker_client: docker.DockerClient, base_image: str
 ) -> CaseImage:
-    """The task's case image, built from its folder as the runner builds it."""
-    folder = DATASET / request.param
-    config = read_config(folder)
-    version = yaml.safe_load((DATASET / "dataset.yaml").read_text())["version"]
-    registry = os.environ.get("SSEBENCH_REGISTRY") or "ssebench"
-    tag = f"{registry}/case/demo/{request.param.lower()}:{version}"
+    """The task's case image, built by the runner's own builder (`build_case`)."""
+    from ssebench.backends.docker import build_case
+
+    task = find_task(DATASET, request.param)
     try:
-        docker_client.images.build(
-            path=str(folder),
-            tag=tag,
-            buildargs={"SSEBENCH_BASE_IMAGE": base_image, "SSEBENCH_REGISTRY": registry},
-            pull=False,
-            rm=True,
-            forcerm=True,
-        )
-    except docker.errors.BuildError as exc:
-        log = "".join(str(part.get("stream", part.get("error", ""))) for part in exc.build_log)
-        pytest.fail(f"building {tag} failed: {exc}\n{log[-4000:]}")
+        image = build_case(docker_client, task)
+    except ImageUnavailableError as exc:
+        pytest.fail(f"building the case image of {task.id} failed: {exc}")
     return CaseImage(
-        task_id=request.param,
-        tag=tag,
-        source=config.source,
-        pocs=tuple(config.files.poc),
+        task_id=task.id,
+        tag=image.tag,
+        source=task.config.source,
+        pocs=tuple(task.config.files.poc),
     )
 
 

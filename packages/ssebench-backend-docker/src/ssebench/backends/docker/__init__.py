@@ -1,1 +1,34 @@
-"""The Docker backend: image builders and (with its issue) DockerBackend."""
+"""The Docker backend: DockerBackend and the image builders it uses."""
+
+from ssebench.backends.docker._backend import DockerBackend
+from ssebench.backends.docker._build import BuildLine, BuiltImage, Progress, Step, build_layer
+from ssebench.backends.docker._handle import DockerRunHandle
+from ssebench.backends.docker._layers import (
+    build_case,
+    build_runtime,
+    build_tool,
+    build_tool_images,
+    case_image_name,
+    runtime_image_name,
+    tool_image_name,
+)
+from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
+
+__all__ = [
+    "BuildLine",
+    "BuiltImage",
+    "DockerBackend",
+    "DockerRunHandle",
+    "Progress",
+    "RuntimePackages",
+    "Step",
+    "build_case",
+    "build_layer",
+    "build_runtime",
+    "build_tool",
+    "build_tool_images",
+    "case_image_name",
+    "prepare_runtime_packages",
+    "runtime_image_name",
+    "tool_image_name",
+]

@@ -1,15 +1,39 @@
-"""Commands the Docker backend contributes to `ssebench` (entry-point group `ssebench.commands`)."""
+"""Commands the Docker backend contributes to `ssebench` (entry-point group `ssebench.commands`).
+
+    ssebench build-case [--local DIR] [--tasks IDS] [--force] [--json]
+    ssebench images bootstrap-base [--force]
+    ssebench images build-tool [--local DIR] [--tasks IDS] [--force] [--json]
+
+Results go to stdout (`--json`: a JSON list), progress and errors to stderr.
+"""
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
 
+import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ssebench.backends.docker._base_image import bootstrap_base_image
+from ssebench.backends.docker._build import BuildLine, BuiltImage, Progress
 from ssebench.backends.docker._engine import docker_client
-from ssebench.spec import SSEBenchError, base_image
+from ssebench.backends.docker._layers import build_case, build_tool_images
+from ssebench.spec import (
+    Message,
+    SSEBenchError,
+    Task,
+    base_image,
+    default_dataset,
+    encode_json,
+    find_home,
+    find_task,
+    load_dataset,
+)
 
 images_app = typer.Typer(
     name="images",
@@ -19,7 +43,119 @@ images_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+build_case_app = typer.Typer(
+    name="build-case",
+    help="Build the case images of a dataset's tasks.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
 _stderr = Console(stderr=True)
+
+
+class ImageListing(Message, frozen=True):
+    """One image as `--json` prints it."""
+
+    layer: str
+    image: str
+    id: str
+    steps: int
+    rebuilt_steps: int
+    cached: bool
+
+
+def _fail(message: str) -> NoReturn:
+    _stderr.print(f"ssebench: {message}", markup=False, highlight=False)
+    raise typer.Exit(1)
+
+
+LocalOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--local",
+        help="The dataset folder (default: the home's datasets/demo).",
+        file_okay=False,
+    ),
+]
+TasksOption = Annotated[
+    str | None,
+    typer.Option("--tasks", help="Comma-separated task IDs (default: every task)."),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Rebuild every step instead of reusing the engine's cache.")
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print a JSON list of the images on stdout.")
+]
+
+
+def _tasks(local: Path | None, ids: str | None) -> tuple[Path, list[Task]]:
+    """The home and the chosen tasks; any unknown ID ends the command with one line."""
+    home = find_home()
+    dataset = local.resolve() if local is not None else default_dataset(home)
+    if ids is None:
+        return home, load_dataset(dataset)
+    wanted = [part.strip() for part in ids.split(",") if part.strip()]
+    if not wanted:
+        raise typer.BadParameter("name at least one task ID", param_hint="--tasks")
+    return home, [find_task(dataset, task_id) for task_id in wanted]
+
+
+@contextmanager
+def _showing_progress(what: str) -> Iterator[Progress]:
+    """A progress callback: a live status line on a terminal, step lines otherwise."""
+    live = _stderr.is_terminal
+    with _stderr.status(escape(what)) as status:
+
+        def progress(line: BuildLine) -> None:
+            text = line.text.strip()
+            if line.step is not None and line.step.cached:
+                return
+            if live:
+                status.update(escape(f"{line.layer}: {text}"[:150]))
+            elif line.step is not None:
+                _stderr.print(f"{line.layer}: {line.step}", markup=False, soft_wrap=True)
+
+        yield progress
+
+
+def _report(images: list[BuiltImage], json_output: bool) -> None:
+    if json_output:
+        listings = [
+            ImageListing(
+                layer=image.layer,
+                image=image.tag,
+                id=image.image_id,
+                steps=sum(1 for step in image.steps if step.produced and not step.is_from),
+                rebuilt_steps=len(image.rebuilt),
+                cached=image.cached,
+            )
+            for image in images
+        ]
+        click.echo(encode_json(listings, pretty=True).decode(), nl=False)
+        return
+    for image in images:
+        ran = len(image.rebuilt)
+        state = "up to date (every step cached)" if image.cached else f"built ({ran} steps ran)"
+        click.echo(f"{image.tag}  {state}")
+
+
+@build_case_app.command()
+def build_case_command(
+    local: LocalOption = None,
+    tasks: TasksOption = None,
+    force: ForceOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Build the case images of a dataset's tasks; only what changed unless --force."""
+    try:
+        _home, chosen = _tasks(local, tasks)
+        client = docker_client()
+        with _showing_progress("building case images") as progress:
+            images = [build_case(client, task, force=force, progress=progress) for task in chosen]
+    except SSEBenchError as exc:
+        _fail(str(exc))
+    _report(images, json_output)
 
 
 @images_app.callback()
@@ -33,20 +169,35 @@ def bootstrap_base(
 ) -> None:
     """Build the base image (SSEBENCH_BASE_IMAGE) offline from Debian packages if it is missing."""
     name = base_image()
-    recent: deque[str] = deque(maxlen=1)
     try:
         client = docker_client()
         with _stderr.status(f"bootstrapping {name} from Debian packages") as status:
 
             def progress(line: str) -> None:
-                recent.append(line)
-                status.update(f"bootstrapping {name}: {line[:100]}")
+                status.update(escape(f"bootstrapping {name}: {line[:100]}"))
 
             built = bootstrap_base_image(client, name, force=force, progress=progress)
     except SSEBenchError as exc:
-        _stderr.print(f"ssebench: {exc}", markup=False, highlight=False)
-        raise typer.Exit(1) from exc
+        _fail(str(exc))
     if built:
         _stderr.print(f"built base image {name}", markup=False, highlight=False)
     else:
         _stderr.print(f"base image {name} already exists", markup=False, highlight=False)
+
+
+@images_app.command("build-tool")
+def build_tool_command(
+    local: LocalOption = None,
+    tasks: TasksOption = None,
+    force: ForceOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Build the runtime, then each task's case image and tool layer; only what changed."""
+    try:
+        home, chosen = _tasks(local, tasks)
+        client = docker_client()
+        with _showing_progress("building tool layers") as progress:
+            images = build_tool_images(client, chosen, home, force=force, progress=progress)
+    except SSEBenchError as exc:
+        _fail(str(exc))
+    _report(images, json_output)

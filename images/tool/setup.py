@@ -1,0 +1,522 @@
+"""Turn a case image into a tool layer: users, the graded repository, permissions.
+
+Runs once, as root, in the tool layer's build, with the SSEBench runtime's own
+Python (`/opt/ssebench/bin/python3.11 -I`), so it needs nothing from the case
+image: no shell, no Python, no shadow utilities (accounts are written to
+/etc/passwd, /etc/group and, where the image has them, /etc/shadow and
+/etc/gshadow directly). What it makes is the container contract of DESIGN.md §4:
+
+- `model` (uid/gid 1000, no supplementary groups), created fresh: any user or
+  group that had uid/gid 1000 or either name is removed, and files they owned
+  are handed to root, so the agent cannot change what they held (a toolchain);
+- `sse-runner`: a free system uid with a group of its own, no home, no login shell;
+- the project (`source` in /ssebench/config.yaml) moved to root-only
+  /ssebench-repo and copied back owned by `model`, as a fresh git repository with
+  one commit (nested `.git` folders dropped);
+- /ssebench root:sse-runner 0710: the config and the hidden material (reference
+  patch, PoCs, hidden tests, reports) root-only, scripts and any other support
+  files root:sse-runner (folders 0750);
+- /var/lib/ssebench-runner, /run/ssebench, /var/lib/ssebench/results,
+  /tmp/sse-archive and model's home;
+- `bash` and `git` from the runtime (/opt/ssebench/tools) linked in when the image
+  has none of its own (and /bin/sh to bash when it has no shell);
+- no world-writable file or folder except sticky folders (e.g. /tmp), no setuid
+  or setgid bit in either copy of the project.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from ssebench.spec import SSEBenchError, TaskConfig, contract, load_task_config
+
+TOOLS = Path(contract.RUNTIME_DIR) / "tools"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MODEL = contract.MODEL_USER
+MODEL_ID = contract.MODEL_UID
+RUNNER = contract.RUNNER_USER
+SYSTEM_IDS = range(999, 99, -1)  # like useradd --system: the highest free id first
+NOLOGIN = "/usr/sbin/nologin"
+RUNNER_HOME = "/nonexistent"
+MODEL_HOME = Path("/home") / MODEL
+COMMIT_ENV = {
+    "GIT_AUTHOR_NAME": "SSEBench",
+    "GIT_AUTHOR_EMAIL": "ssebench@ssebench.invalid",
+    "GIT_COMMITTER_NAME": "SSEBench",
+    "GIT_COMMITTER_EMAIL": "ssebench@ssebench.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+}
+SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID
+# Modes of the container contract (DESIGN.md §4).
+PRIVATE = 0o700  # root-only folders; also model's own
+TASK_FOLDER = 0o710  # /ssebench and the scratch folder: root:sse-runner, enter only
+SUPPORT_FOLDER = 0o750  # scripts/ and support folders: root:sse-runner
+SUPPORT_PROGRAM = 0o750
+SUPPORT_FILE = 0o640
+HIDDEN_FILE = 0o600
+STICKY_SHARED = 0o1777  # /tmp, when the image has none
+
+
+def own(path: str | Path, uid: int, gid: int, mode: int) -> None:
+    """Set a path's owner and mode (chown first: it would clear setuid/setgid bits)."""
+    os.chown(path, uid, gid)
+    Path(path).chmod(mode)
+
+
+class SetupError(Exception):
+    """The case image cannot be made into a tool layer; the message says why."""
+
+
+def say(message: str) -> None:
+    print(f"tool layer: {message}", flush=True)
+
+
+# --- accounts -----------------------------------------------------------------------------
+
+
+class Table:
+    """One colon-separated account file (passwd, group, shadow, gshadow), edited in memory."""
+
+    def __init__(self, path: Path, fields: int) -> None:
+        self.path = path
+        self.fields = fields
+        self.exists = path.is_file()
+        self.rows: list[list[str]] = []
+        if self.exists:
+            for line in path.read_text(errors="surrogateescape").splitlines():
+                if line.strip():
+                    self.rows.append(line.split(":"))
+
+    def is_entry(self, row: list[str]) -> bool:
+        """Whether a row is a real entry (not a comment or an NIS `+`/`-` line)."""
+        return len(row) >= self.fields and not row[0].startswith(("#", "+", "-"))
+
+    def entries(self) -> list[list[str]]:
+        return [row for row in self.rows if self.is_entry(row)]
+
+    def names(self) -> set[str]:
+        return {row[0] for row in self.entries()}
+
+    def ids(self) -> set[int]:
+        return {int(row[2]) for row in self.entries() if row[2].isdigit()}
+
+    def drop(self, names: set[str]) -> None:
+        self.rows = [row for row in self.rows if not (self.is_entry(row) and row[0] in names)]
+
+    def drop_members(self, names: set[str], columns: tuple[int, ...]) -> None:
+        for row in self.entries():
+            for column in columns:
+                members = [m for m in row[column].split(",") if m and m not in names]
+                row[column] = ",".join(members)
+
+    def add(self, row: list[str]) -> None:
+        self.rows.append(row)
+
+    def save(self, mode: int, group: int = 0) -> None:
+        text = "".join(":".join(row) + "\n" for row in self.rows)
+        if self.exists:
+            info = self.path.stat()
+            mode, uid, gid = stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+        else:
+            uid, gid = 0, group
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        with os.fdopen(fd, "w", errors="surrogateescape") as stream:
+            stream.write(text)
+        own(temporary, uid, gid, mode)
+        Path(temporary).replace(self.path)
+
+
+def create_accounts() -> tuple[int, set[str]]:
+    """Replace any uid/gid-1000, `model` or `sse-runner` account with fresh ones.
+
+    Returns:
+        sse-runner's uid (also its gid) and the names of the users removed.
+    """
+    passwd = Table(Path("/etc/passwd"), 7)
+    group = Table(Path("/etc/group"), 4)
+    shadow = Table(Path("/etc/shadow"), 2)
+    gshadow = Table(Path("/etc/gshadow"), 4)
+    ours = {MODEL, RUNNER}
+    gone_users = ours | {
+        row[0] for row in passwd.entries() if row[2] == str(MODEL_ID) or row[0] in ours
+    }
+    gone_groups = ours | {row[0] for row in group.entries() if row[2] == str(MODEL_ID)}
+    for name in sorted(gone_users & passwd.names()):
+        say(f"removing the existing user {name}")
+    passwd.drop(gone_users)
+    shadow.drop(gone_users)
+    group.drop(gone_groups)
+    gshadow.drop(gone_groups)
+    group.drop_members(gone_users, (3,))
+    gshadow.drop_members(gone_users, (2, 3))
+
+    if 0 not in passwd.ids():
+        passwd.add(["root", "x" if shadow.exists else "*", "0", "0", "root", "/root", "/bin/sh"])
+    if 0 not in group.ids():
+        group.add(["root", "x" if gshadow.exists else "", "0", ""])
+    taken = passwd.ids() | group.ids()
+    runner_id = next((i for i in SYSTEM_IDS if i not in taken), None)
+    if runner_id is None:
+        raise SetupError("no free system uid/gid between 100 and 999 for sse-runner")
+    password = "x" if shadow.exists else "*"
+    passwd.add(
+        [
+            MODEL,
+            password,
+            str(MODEL_ID),
+            str(MODEL_ID),
+            "SSEBench agent",
+            str(MODEL_HOME),
+            "/bin/bash",
+        ]
+    )
+    passwd.add(
+        [
+            RUNNER,
+            password,
+            str(runner_id),
+            str(runner_id),
+            "SSEBench task scripts",
+            RUNNER_HOME,
+            NOLOGIN,
+        ]
+    )
+    group.add([MODEL, "x" if gshadow.exists else "", str(MODEL_ID), ""])
+    group.add([RUNNER, "x" if gshadow.exists else "", str(runner_id), ""])
+    for name in (MODEL, RUNNER):
+        if shadow.exists:
+            shadow.add([name, "!", "", "", "", "", "", "", ""])
+        if gshadow.exists:
+            gshadow.add([name, "!", "", ""])
+    passwd.save(0o644)
+    group.save(0o644)
+    for table in (shadow, gshadow):
+        if table.exists:
+            table.save(0o640)
+    say(f"users: {MODEL} {MODEL_ID}:{MODEL_ID}, {RUNNER} {runner_id}:{runner_id}")
+    return runner_id, gone_users
+
+
+def disable_sudo_rules(names: set[str]) -> None:
+    """Comment out sudoers rules granted to a removed user or to model by name or uid."""
+    who = {MODEL, f"#{MODEL_ID}", f"%{MODEL}", f"%#{MODEL_ID}"} | names | {f"%{n}" for n in names}
+    files = [Path("/etc/sudoers")]
+    if Path("/etc/sudoers.d").is_dir():
+        files += sorted(p for p in Path("/etc/sudoers.d").iterdir() if p.is_file())
+    for path in files:
+        if not path.is_file():
+            continue
+        lines = path.read_text(errors="surrogateescape").splitlines(keepends=True)
+        changed = False
+        for index, line in enumerate(lines):
+            words = line.split()
+            if words and not words[0].startswith("#") and set(words[0].split(",")) & who:
+                lines[index] = "# disabled by SSEBench: " + line
+                changed = True
+        if changed:
+            say(f"disabling sudo rules of removed users in {path}")
+            path.write_text("".join(lines), errors="surrogateescape")
+
+
+# --- the file system ----------------------------------------------------------------------
+
+
+def walk(top: Path, device: int) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under `top` on `device` (top excluded), parents before children."""
+    stack = [str(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_dev != device:
+                continue
+            yield entry.path, info
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(entry.path)
+
+
+def sweep() -> None:
+    """Hand uid/gid-1000 files to root; drop o+w everywhere but on sticky folders."""
+    device = os.lstat("/").st_dev
+    owned = writable = 0
+    for path, info in walk(Path("/"), device):
+        if path in ("/proc", "/sys", "/dev"):
+            continue
+        uid, gid = info.st_uid, info.st_gid
+        if MODEL_ID in (uid, gid):
+            os.lchown(path, 0 if uid == MODEL_ID else uid, 0 if gid == MODEL_ID else gid)
+            owned += 1
+            info = os.lstat(path)
+        mode = info.st_mode
+        if stat.S_ISLNK(mode) or not mode & stat.S_IWOTH:
+            continue
+        if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
+            continue
+        Path(path).chmod(stat.S_IMODE(mode) & ~stat.S_IWOTH)
+        writable += 1
+    say(f"handed {owned} files of uid/gid {MODEL_ID} to root; removed o+w from {writable}")
+
+
+def find_program(name: str) -> str | None:
+    """The case image's own program `name` on its PATH (or the usual folders)."""
+    for folder in [*os.environ.get("PATH", "").split(":"), *SYSTEM_PATH.split(":")]:
+        candidate = Path(folder) / name
+        if not folder.startswith("/") or not candidate.is_file():
+            continue
+        if Path(contract.RUNTIME_DIR) in candidate.resolve().parents:
+            continue
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def link(path: Path, target: Path | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
+    path.symlink_to(target)
+    say(f"linked {path} -> {target}")
+
+
+def link_tools() -> str:
+    """Give the image bash, git and /bin/sh; bundled ones only where it has none.
+
+    Returns:
+        The git to use.
+    """
+    bash = find_program("bash")
+    if not Path("/bin/bash").exists():
+        link(Path("/bin/bash"), bash or TOOLS / "bin" / "bash")
+    if not Path("/bin/sh").exists():
+        link(Path("/bin/sh"), "/bin/bash")
+    git = find_program("git")
+    if git is None:
+        link(Path("/usr/bin/git"), TOOLS / "bin" / "git")
+        for path, target in (
+            (Path("/usr/lib/git-core"), TOOLS / "libexec" / "git-core"),
+            (Path("/usr/share/git-core"), TOOLS / "share" / "git-core"),
+        ):
+            if not path.exists():
+                link(path, target)
+        git = "/usr/bin/git"
+    return git
+
+
+def copy_tree(source: Path, target: Path, owner: tuple[int, int], *, skip_git: bool) -> None:
+    """Copy a tree: modes without o+w, setuid or setgid; times kept; new owner.
+
+    Hard links become copies; sockets, FIFOs and devices are left out.
+    """
+    info = source.lstat()
+    target.mkdir(mode=0o700)
+    dirs: list[tuple[Path, os.stat_result]] = [(target, info)]
+    for path_text, entry in walk(source, info.st_dev):
+        path = Path(path_text)
+        relative = path.relative_to(source)
+        if skip_git and ".git" in relative.parts:
+            continue
+        destination = target / relative
+        mode = stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS
+        if stat.S_ISDIR(entry.st_mode):
+            destination.mkdir(mode=0o700)
+            dirs.append((destination, entry))
+            continue
+        if stat.S_ISLNK(entry.st_mode):
+            destination.symlink_to(path.readlink())
+            os.lchown(destination, *owner)
+            continue
+        if not stat.S_ISREG(entry.st_mode):
+            say(f"leaving out {path} (not a file, folder or link)")
+            continue
+        shutil.copyfile(path, destination, follow_symlinks=False)
+        own(destination, *owner, mode)
+        os.utime(destination, ns=(entry.st_atime_ns, entry.st_mtime_ns))
+    for folder, entry in reversed(dirs):
+        own(folder, *owner, stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS)
+        os.utime(folder, ns=(entry.st_atime_ns, entry.st_mtime_ns))
+
+
+def run_git(git: str, folder: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            "PATH": os.environ.get("PATH") or SYSTEM_PATH,
+            "HOME": home,
+            **COMMIT_ENV,
+        }
+        result = subprocess.run(
+            [git, *args], cwd=folder, env=env, input=stdin, capture_output=True, check=False
+        )
+    if result.returncode != 0:
+        raise SetupError(
+            f"git {' '.join(args[:2])} in {folder} failed ({result.returncode}): "
+            + result.stderr.decode(errors="replace").strip()
+        )
+    return result.stdout
+
+
+def make_repositories(config: TaskConfig, git: str) -> None:
+    """Move the project to /ssebench-repo; copy it back as model's one-commit repository."""
+    source = Path(config.source)
+    repo = Path(contract.REPO_DIR)
+    if source.is_symlink() or not source.is_dir():
+        raise SetupError(f"the task's source {source} is not a folder in the case image")
+    if source == Path("/") or Path(contract.TASK_DIR) in (source, *source.parents):
+        raise SetupError(f"the task's source {source} cannot be / or inside /ssebench")
+    top_mode = stat.S_IMODE(source.stat().st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS
+    if repo.is_symlink() or repo.is_file():
+        repo.unlink()
+    elif repo.exists():
+        shutil.rmtree(repo)
+    copy_tree(source, repo, (0, 0), skip_git=False)
+    repo.chmod(PRIVATE)
+    shutil.rmtree(source)
+    copy_tree(repo, source, (0, 0), skip_git=True)
+    source.chmod(top_mode)
+
+    run_git(git, source, "-c", "init.defaultBranch=main", "init", "-q", "--template=")
+    run_git(git, source, "add", "-A")
+    if (repo / ".git").exists():
+        # Files the original checkout tracked stay tracked, even where .gitignore says otherwise.
+        tracked = run_git(git, repo, "-c", f"safe.directory={repo}", "ls-files", "-z")
+        files = [
+            name for name in tracked.split(b"\0") if name and (source / os.fsdecode(name)).is_file()
+        ]
+        if files:
+            run_git(
+                git,
+                source,
+                "update-index",
+                "--add",
+                "-z",
+                "--stdin",
+                stdin=b"\0".join(files) + b"\0",
+            )
+    message = f"{config.project}: the task's starting point"
+    run_git(git, source, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
+    for path_text, _info in walk(source, source.lstat().st_dev):
+        os.lchown(path_text, MODEL_ID, MODEL_ID)
+    os.chown(source, MODEL_ID, MODEL_ID)
+    for parent in source.parents:
+        mode = stat.S_IMODE(parent.stat().st_mode)
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
+    say(f"{source}: a fresh repository with one commit, owned by {MODEL}; original in {repo}")
+
+
+def hidden_files(config: TaskConfig) -> set[str]:
+    """Paths under /ssebench (relative) only root may read."""
+    files = config.files
+    named = [
+        "config.yaml",
+        files.patch,
+        *files.poc,
+        files.future_test,
+        files.security_test,
+        files.intent_test,
+        *config.task_description.crash_report,
+    ]
+    return {str(PurePosixPath(os.path.normpath(path))) for path in named if path}
+
+
+def lock_task_folder(config: TaskConfig, runner_gid: int) -> None:
+    """Owners and modes of /ssebench (DESIGN.md §4)."""
+    top = Path(contract.TASK_DIR)
+    hidden = hidden_files(config)
+    for name in sorted(hidden - {"config.yaml"}):
+        if not (top / name).is_file():
+            raise SetupError(f"{contract.TASK_CONFIG} names {name}, but {top / name} is missing")
+    scripts = {Path(contract.SCRIPTS_DIR)} | {
+        (top / path).parent
+        for path in (config.scripts.build, config.scripts.run, config.scripts.test)
+        if path
+    }
+    for path in (config.scripts.build, config.scripts.run, config.scripts.test):
+        if path and not (top / path).is_file():
+            raise SetupError(f"{contract.TASK_CONFIG} names {path}, but {top / path} is missing")
+    # Bottom-up, so a folder knows whether anything below it is for sse-runner.
+    for folder_text, dirnames, filenames in os.walk(top, topdown=False):
+        folder = Path(folder_text)
+        support = folder in scripts
+        for name in filenames + [d for d in dirnames if (folder / d).is_symlink()]:
+            path = folder / name
+            relative = str(path.relative_to(top))
+            if path.is_symlink():
+                os.lchown(path, 0, 0)
+            elif relative in hidden:
+                own(path, 0, 0, HIDDEN_FILE)
+            else:
+                executable = path.stat().st_mode & 0o111
+                own(path, 0, runner_gid, SUPPORT_PROGRAM if executable else SUPPORT_FILE)
+                support = True
+        for name in dirnames:
+            sub = folder / name
+            if not sub.is_symlink() and sub.stat().st_gid == runner_gid:
+                support = True
+        if folder == top:
+            own(folder, 0, runner_gid, TASK_FOLDER)
+        elif support:
+            own(folder, 0, runner_gid, SUPPORT_FOLDER)
+        else:
+            own(folder, 0, 0, PRIVATE)
+    say(f"{top}: {len(hidden)} hidden files root-only, scripts for {RUNNER}")
+
+
+def make_folder(path: Path, uid: int, gid: int, mode: int) -> None:
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    own(path, uid, gid, mode)
+
+
+def make_folders(runner_gid: int) -> None:
+    """The runtime folders of DESIGN.md §4, and model's home."""
+    tmp = Path("/tmp")
+    if not tmp.is_dir():
+        make_folder(tmp, 0, 0, STICKY_SHARED)
+    make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, TASK_FOLDER)
+    make_folder(Path(contract.SOCKET_DIR), 0, 0, PRIVATE)
+    results = Path(contract.RESULTS_DIR)
+    make_folder(results.parent, 0, 0, PRIVATE)
+    make_folder(results, 0, 0, PRIVATE)
+    make_folder(Path(contract.ARCHIVE_DIR), MODEL_ID, MODEL_ID, PRIVATE)
+    if MODEL_HOME.exists() and any(MODEL_HOME.iterdir()):
+        say(f"{MODEL_HOME} holds files of a removed user: they stay root's")
+    else:
+        make_folder(MODEL_HOME, MODEL_ID, MODEL_ID, PRIVATE)
+
+
+def main() -> int:
+    try:
+        config = load_task_config(Path(contract.TASK_CONFIG))
+        runner_id, gone = create_accounts()
+        disable_sudo_rules(gone - {MODEL, RUNNER})
+        sweep()
+        git = link_tools()
+        make_repositories(config, git)
+        lock_task_folder(config, runner_id)
+        make_folders(runner_id)
+    except (SetupError, SSEBenchError) as exc:
+        print(f"tool layer: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        Path(__file__).unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Building one image layer with the engine's classic builder, its log streamed as progress.
+
+Every SSEBench image (case, runtime, tool, and later agent layers) is built
+through `build_layer`, so they all report progress, reuse the engine's cache and
+fail the same way: an `ImageUnavailableError` naming the layer and the step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any, Final
+
+import docker
+import docker.errors
+from ssebench.backends.docker._errors import engine_errors
+from ssebench.spec import ImageUnavailableError
+
+_STEP: Final = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_BUILT: Final = re.compile(r"^Successfully built ([0-9a-f]+)$")
+_CACHED: Final = " ---> Using cache"
+_LAYER: Final = re.compile(r"^ ---> (?:Running in )?[0-9a-f]{12,}$")
+_ESCAPE: Final = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+"""Terminal escapes the engine puts around a step's stderr."""
+_TAIL: Final = 20
+"""Lines of the failing step's output an error message carries."""
+
+
+@dataclass(frozen=True)
+class BuildLine:
+    """One line of a build's log, as progress.
+
+    `step` is set on the line that starts a step ("Step 3/8 : RUN ...") and on the
+    line saying it came from the cache; other lines are the step's output.
+    """
+
+    layer: str
+    text: str
+    step: Step | None = None
+
+
+Progress = Callable[[BuildLine], None]
+"""Receives each line of a build's log."""
+
+
+def no_progress(_line: BuildLine) -> None:
+    """A progress callback that shows nothing."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One Dockerfile instruction of a build, and whether the engine's cache served it."""
+
+    number: int
+    total: int
+    instruction: str
+    cached: bool = False
+    produced: bool = False
+    """Whether the step made an image (an ARG before the first FROM makes none)."""
+
+    @property
+    def is_from(self) -> bool:
+        """A FROM instruction, which starts a stage and never runs."""
+        return self.instruction.upper().startswith("FROM ")
+
+    def __str__(self) -> str:
+        return f"step {self.number}/{self.total} ({_cut(self.instruction)})"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """A layer the engine built (or found entirely in its cache)."""
+
+    layer: str
+    tag: str
+    image_id: str
+    steps: tuple[Step, ...] = field(default=())
+
+    @property
+    def rebuilt(self) -> tuple[Step, ...]:
+        """The steps that ran rather than coming from the cache (FROM excluded)."""
+        return tuple(
+            step for step in self.steps if step.produced and not step.cached and not step.is_from
+        )
+
+    @property
+    def cached(self) -> bool:
+        """Whether every step came from the engine's cache."""
+        return not self.rebuilt
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Log:
+    """Follows the builder's stream: the current step, its output, the image ID."""
+
+    def __init__(self, layer: str, tag: str, progress: Progress) -> None:
+        self.layer = layer
+        self.tag = tag
+        self.progress = progress
+        self.steps: list[Step] = []
+        self.output: list[str] = []
+        self.image_id: str | None = None
+        self._partial = ""
+
+    def feed(self, text: str) -> None:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self.line(line.rstrip("\r"))
+
+    def flush(self) -> None:
+        if self._partial:
+            self.line(self._partial)
+            self._partial = ""
+
+    def line(self, line: str) -> None:
+        line = _ESCAPE.sub("", line)
+        if not line.strip():
+            return
+        started = _STEP.match(line)
+        if started:
+            step = Step(int(started.group(1)), int(started.group(2)), started.group(3))
+            self.steps.append(step)
+            self.output = []
+            self.progress(BuildLine(self.layer, line, step))
+            return
+        if line.startswith(_CACHED) and self.steps:
+            self.steps[-1] = replace(self.steps[-1], cached=True)
+            self.progress(BuildLine(self.layer, line, self.steps[-1]))
+            return
+        if _LAYER.match(line) and self.steps:
+            self.steps[-1] = replace(self.steps[-1], produced=True)
+        built = _BUILT.match(line)
+        if built:
+            self.image_id = self.image_id or built.group(1)
+        self.output = [*self.output[-(_TAIL - 1) :], line]
+        self.progress(BuildLine(self.layer, line))
+
+    def failure(self, error: str) -> ImageUnavailableError:
+        self.flush()
+        where = f"at {self.steps[-1]}" if self.steps else "before its first step"
+        tail = "\n".join(line for line in self.output if line.strip())
+        message = f"{self.layer} layer ({self.tag}) failed {where}: {error.strip()}"
+        return ImageUnavailableError(message + (f"\n{tail}" if tail else ""))
+
+
+def build_layer(
+    client: docker.DockerClient,
+    *,
+    layer: str,
+    tag: str,
+    context: Path | IO[bytes],
+    buildargs: Mapping[str, str] | None = None,
+    dockerfile: str = "Dockerfile",
+    nocache: bool = False,
+    labels: Mapping[str, str] | None = None,
+    progress: Progress = no_progress,
+) -> BuiltImage:
+    """Build one image layer with the classic builder, streaming its log to `progress`.
+
+    Nothing is pulled: every image a FROM names must exist locally.
+
+    Args:
+        client: the engine.
+        layer: the layer's name for messages ("case", "runtime", "tool", ...).
+        tag: the full image name to tag the result with.
+        context: a folder (its .dockerignore applies) or an uncompressed tar stream.
+        buildargs: the build's ARG values.
+        dockerfile: the Dockerfile's path inside the context.
+        nocache: run every step again instead of reusing the engine's cache.
+        labels: labels to set on the image.
+        progress: receives each line of the log.
+
+    Returns:
+        The image, with which steps ran and which came from the cache.
+
+    Raises:
+        ImageUnavailableError: the build failed; the message names the layer, the
+            failing step and the end of its output.
+        BackendError: the engine cannot be reached.
+    """
+    log = _Log(layer, tag, progress)
+    options: dict[str, Any] = {
+        "tag": tag,
+        "dockerfile": dockerfile,
+        "buildargs": dict(buildargs or {}),
+        "nocache": nocache,
+        "labels": dict(labels or {}),
+        "rm": True,
+        "forcerm": True,
+        "pull": False,
+        "decode": True,
+    }
+    if isinstance(context, Path):
+        options["path"] = str(context)
+    else:
+        options["fileobj"] = context
+        options["custom_context"] = True
+    with engine_errors(f"building the {layer} layer ({tag})"):
+        for chunk in _chunks(client, options, log):
+            if "error" in chunk:
+                raise log.failure(str(chunk["error"]))
+            if "stream" in chunk:
+                log.feed(str(chunk["stream"]))
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
+                log.image_id = aux["ID"]
+        log.flush()
+    if log.image_id is None:
+        raise log.failure("the engine reported no image")
+    return BuiltImage(layer=layer, tag=tag, image_id=log.image_id, steps=tuple(log.steps))
+
+
+def _chunks(
+    client: docker.DockerClient, options: dict[str, Any], log: _Log
+) -> Iterator[dict[str, Any]]:
+    try:
+        stream = client.api.build(**options)
+    except docker.errors.APIError as exc:
+        # The engine refused the request itself (a bad Dockerfile path, a bad tag).
+        raise log.failure(str(exc.explanation or exc)) from exc
+    yield from stream

@@ -1,0 +1,250 @@
+"""SSEBench's image layers, built in order: case -> runtime -> tool (DESIGN.md §8).
+
+    case     <registry>/case/<dataset>/<task>:<dataset version>   the task's Dockerfile
+    runtime  <registry>/runtime:<ssebench-daemon version>          images/runtime/
+    tool     <registry>/tool/<task>:<ssebench-daemon version>      images/tool/ on case + runtime
+
+Each is one `build_layer` call; a later layer (the agent layer) is one more
+small function of the same shape. Nothing is pulled: the base image, and for
+the tool layer the case and runtime images, must exist locally.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Final
+
+import docker
+from ssebench.backends.docker._build import (
+    BuildLine,
+    BuiltImage,
+    Progress,
+    build_layer,
+    no_progress,
+)
+from ssebench.backends.docker._engine import image_exists
+from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
+from ssebench.spec import ImageUnavailableError, Task, base_image, registry, runtime_version
+
+RUNTIME_FOLDER: Final = Path("images") / "runtime"
+"""The runtime's Dockerfile and assembly script, relative to the home."""
+
+TOOL_FOLDER: Final = Path("images") / "tool"
+"""The tool layer's Dockerfile and set-up script, relative to the home."""
+
+PACKAGES_IN_CONTEXT: Final = "packages"
+"""Where the runtime's build context holds the prepared package trees."""
+
+_CONTEXT_MTIME: Final = 315532800
+"""1980-01-01: every file of a generated build context gets this time."""
+
+
+def case_image_name(task: Task) -> str:
+    """The case image's name: `<registry>/case/<dataset>/<task>:<dataset version>`."""
+    return f"{registry()}/case/{task.dataset.lower()}/{task.id.lower()}:{task.dataset_version}"
+
+
+def runtime_image_name() -> str:
+    """The runtime image's name: `<registry>/runtime:<ssebench-daemon version>`.
+
+    Raises:
+        ImageUnavailableError: ssebench-daemon is not installed.
+    """
+    return f"{registry()}/runtime:{runtime_version()}"
+
+
+def tool_image_name(task: Task) -> str:
+    """The tool layer's name: `<registry>/tool/<task>:<ssebench-daemon version>`.
+
+    Raises:
+        ImageUnavailableError: ssebench-daemon is not installed.
+    """
+    return f"{registry()}/tool/{task.id.lower()}:{runtime_version()}"
+
+
+def _require(client: docker.DockerClient, name: str, hint: str) -> None:
+    if not image_exists(client, name):
+        raise ImageUnavailableError(f"image {name} is missing locally (nothing is pulled): {hint}")
+
+
+def _require_base(client: docker.DockerClient) -> str:
+    name = base_image()
+    _require(client, name, "run `ssebench images bootstrap-base`")
+    return name
+
+
+def build_case(
+    client: docker.DockerClient,
+    task: Task,
+    *,
+    force: bool = False,
+    progress: Progress = no_progress,
+) -> BuiltImage:
+    """Build a task's case image from its folder's Dockerfile.
+
+    Args:
+        client: the engine.
+        task: the task.
+        force: run every step again instead of reusing the engine's cache.
+        progress: receives each line of the build's log.
+
+    Returns:
+        The case image.
+
+    Raises:
+        ImageUnavailableError: the base image is missing or the build failed.
+        BackendError: the engine cannot be reached.
+    """
+    base = _require_base(client)
+    return build_layer(
+        client,
+        layer="case",
+        tag=case_image_name(task),
+        context=Path(task.folder),
+        buildargs={"SSEBENCH_BASE_IMAGE": base, "SSEBENCH_REGISTRY": registry()},
+        nocache=force,
+        progress=progress,
+    )
+
+
+def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    if "__pycache__" in Path(info.name).parts:
+        return None
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = _CONTEXT_MTIME
+    info.mode = 0o755 if info.isdir() or info.mode & 0o100 else 0o644
+    return info
+
+
+@contextmanager
+def runtime_context(folder: Path, packages: RuntimePackages) -> Iterator[IO[bytes]]:
+    """The runtime's build context as a tar stream: `folder`'s files plus the package trees.
+
+    Owners, times and modes are normalized, so the same inputs give the same
+    context and the engine's cache recognizes it.
+    """
+    with tempfile.TemporaryFile() as stream:
+        with tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(folder.iterdir()):
+                tar.add(path, arcname=path.name, filter=_normalized)
+            for name, tree in (
+                ("dependencies", packages.dependencies),
+                ("workspace", packages.workspace),
+            ):
+                tar.add(tree.folder, arcname=f"{PACKAGES_IN_CONTEXT}/{name}", filter=_normalized)
+        stream.seek(0)
+        yield stream
+
+
+def build_runtime(
+    client: docker.DockerClient,
+    home: Path,
+    *,
+    force: bool = False,
+    progress: Progress = no_progress,
+) -> BuiltImage:
+    """Build the runtime image: /opt/ssebench with its own Python, our packages, git and bash.
+
+    Args:
+        client: the engine.
+        home: the SSEBench home (images/runtime/ and the workspace's uv.lock).
+        force: prepare the packages and run every step again.
+        progress: receives each line of the preparation and of the build's log.
+
+    Returns:
+        The runtime image.
+
+    Raises:
+        ImageUnavailableError: the base image is missing, preparing the packages
+            failed or the build failed.
+        BackendError: the engine cannot be reached.
+    """
+    base = _require_base(client)
+    tag = runtime_image_name()
+    packages = prepare_runtime_packages(
+        home, force=force, say=lambda line: progress(BuildLine("runtime", line))
+    )
+    with runtime_context(home / RUNTIME_FOLDER, packages) as context:
+        return build_layer(
+            client,
+            layer="runtime",
+            tag=tag,
+            context=context,
+            buildargs={"SSEBENCH_BASE_IMAGE": base},
+            nocache=force,
+            progress=progress,
+        )
+
+
+def build_tool(
+    client: docker.DockerClient,
+    task: Task,
+    home: Path,
+    *,
+    force: bool = False,
+    progress: Progress = no_progress,
+) -> BuiltImage:
+    """Build a task's tool layer on its case image and the runtime image (both must exist).
+
+    Args:
+        client: the engine.
+        task: the task.
+        home: the SSEBench home (images/tool/).
+        force: run every step again instead of reusing the engine's cache.
+        progress: receives each line of the build's log.
+
+    Returns:
+        The tool layer.
+
+    Raises:
+        ImageUnavailableError: the case or runtime image is missing or the build failed.
+        BackendError: the engine cannot be reached.
+    """
+    case, runtime = case_image_name(task), runtime_image_name()
+    _require(client, case, "build it first (`ssebench build-case`)")
+    _require(client, runtime, "build it first (`ssebench images build-tool`)")
+    return build_layer(
+        client,
+        layer="tool",
+        tag=tool_image_name(task),
+        context=home / TOOL_FOLDER,
+        buildargs={"CASE_IMAGE": case, "RUNTIME_IMAGE": runtime},
+        nocache=force,
+        progress=progress,
+    )
+
+
+def build_tool_images(
+    client: docker.DockerClient,
+    tasks: Sequence[Task],
+    home: Path,
+    *,
+    force: bool = False,
+    progress: Progress = no_progress,
+) -> list[BuiltImage]:
+    """Build every layer up to the tool layer: the runtime once, then each task's case and tool.
+
+    Args:
+        client: the engine.
+        tasks: the tasks.
+        home: the SSEBench home.
+        force: rebuild every layer without the engine's cache.
+        progress: receives each line of every build's log.
+
+    Returns:
+        The images in build order: runtime, then case and tool of each task.
+
+    Raises:
+        ImageUnavailableError: an image is missing or a build failed.
+        BackendError: the engine cannot be reached.
+    """
+    built = [build_runtime(client, home, force=force, progress=progress)]
+    for task in tasks:
+        built.append(build_case(client, task, force=force, progress=progress))
+        built.append(build_tool(client, task, home, force=force, progress=progress))
+    return built

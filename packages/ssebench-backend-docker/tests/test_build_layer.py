@@ -1,0 +1,148 @@
+"""build_layer reads the classic builder's log: steps, cache use, progress and failures.
+
+A fake engine replays logs recorded from Docker 20.10, so these run without one;
+test_layers.py builds real images.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+
+from ssebench.backends.docker import BuildLine, build_layer
+from ssebench.spec import ImageUnavailableError
+
+CACHED_BUILD = [
+    {"stream": "Step 1/5 : ARG SSEBENCH_BASE_IMAGE"},
+    {"stream": "\n"},
+    {"stream": "Step 2/5 : FROM ${SSEBENCH_BASE_IMAGE}"},
+    {"stream": "\n"},
+    {"stream": " ---> cb4224e6d5a5\n"},
+    {"stream": "Step 3/5 : ARG SSEBENCH_REGISTRY"},
+    {"stream": "\n"},
+    {"stream": " ---> Using cache\n"},
+    {"stream": " ---> a7a79760a771\n"},
+    {"stream": "Step 4/5 : COPY src/ /src/tlvkit/"},
+    {"stream": "\n ---> Using cache\n ---> 81d233a154bb\n"},
+    {"stream": "Step 5/5 : WORKDIR /src/tlvkit\n"},
+    {"stream": " ---> Using cache\n"},
+    {"stream": " ---> 42b59e12266f\n"},
+    {"aux": {"ID": "sha256:42b59e12266facdfd8ae5772a192286888ed1da4c1e1a88395275a972734d641"}},
+    {"stream": "Successfully built 42b59e12266f\n"},
+    {"stream": "Successfully tagged ssebench/case/demo/tlvkit:1\n"},
+]
+
+PARTLY_CACHED_BUILD = [
+    {"stream": "Step 1/4 : FROM debian:bookworm-slim\n ---> cb4224e6d5a5\n"},
+    {"stream": "Step 2/4 : RUN apt-get update\n ---> Using cache\n ---> 2650b9f11700\n"},
+    {"stream": "Step 3/4 : COPY setup.py /tmp/setup.py\n ---> 514ca2d4a72c\n"},
+    {"stream": "Step 4/4 : RUN python3 /tmp/setup.py\n ---> Running in c5edf9a5027b\n"},
+    {"stream": "setting up\n"},
+    {"stream": "Removing intermediate container c5edf9a5027b\n ---> cb927592e4e1\n"},
+    {"aux": {"ID": "sha256:cb927592e4e1"}},
+    {"stream": "Successfully built cb927592e4e1\n"},
+]
+
+FAILED_BUILD = [
+    {"stream": "Step 1/3 : FROM debian:bookworm-slim\n ---> cb4224e6d5a5\n"},
+    {"stream": "Step 2/3 : RUN echo ok\n ---> Using cache\n ---> 2650b9f11700\n"},
+    {"stream": "Step 3/3 : RUN make -C /src all\n ---> Running in 0f48d2328ae3\n"},
+    {"stream": "cc -c tlv.c\n"},
+    {"stream": "\x1b[91mtlv.c:3: error: expected ';'\n\x1b[0m"},
+    {
+        "errorDetail": {"code": 2, "message": "The command '/bin/sh -c make' returned 2"},
+        "error": "The command '/bin/sh -c make -C /src all' returned a non-zero code: 2",
+    },
+]
+
+
+class FakeAPI:
+    def __init__(self, chunks: list[dict[str, Any]] | Exception) -> None:
+        self.chunks = chunks
+        self.options: dict[str, Any] = {}
+
+    def build(self, **options: Any) -> Iterator[dict[str, Any]]:
+        self.options = options
+        if isinstance(self.chunks, Exception):
+            raise self.chunks
+        return iter(self.chunks)
+
+
+class FakeClient:
+    def __init__(self, chunks: list[dict[str, Any]] | Exception) -> None:
+        self.api = FakeAPI(chunks)
+
+
+def build(chunks: list[dict[str, Any]] | Exception, **kwargs: Any) -> Any:
+    client = FakeClient(chunks)
+    kwargs.setdefault("context", Path("/nonexistent"))
+    result = build_layer(client, layer="case", tag="ssebench/case/demo/t:1", **kwargs)  # type: ignore[arg-type]
+    return result, client.api.options
+
+
+def test_a_build_served_entirely_by_the_cache_reports_no_rebuilt_step() -> None:
+    image, _ = build(CACHED_BUILD)
+    assert image.image_id.startswith("sha256:42b59e12266f")
+    assert [step.number for step in image.steps] == [1, 2, 3, 4, 5]
+    assert image.rebuilt == ()
+    assert image.cached
+
+
+def test_steps_that_ran_are_told_apart_from_cached_ones() -> None:
+    image, _ = build(PARTLY_CACHED_BUILD)
+    assert [step.instruction for step in image.rebuilt] == [
+        "COPY setup.py /tmp/setup.py",
+        "RUN python3 /tmp/setup.py",
+    ]
+    assert not image.cached
+
+
+def test_every_log_line_reaches_progress_with_step_lines_marked() -> None:
+    lines: list[BuildLine] = []
+    build(PARTLY_CACHED_BUILD, progress=lines.append)
+    started = [line.text for line in lines if line.step is not None and not line.step.cached]
+    assert started[0] == "Step 1/4 : FROM debian:bookworm-slim"
+    assert "setting up" in [line.text for line in lines]
+    assert {line.layer for line in lines} == {"case"}
+
+
+def test_a_failing_step_is_named_with_its_layer_and_the_end_of_its_output() -> None:
+    with pytest.raises(ImageUnavailableError) as raised:
+        build(FAILED_BUILD)
+    message = str(raised.value)
+    assert message.startswith(
+        "case layer (ssebench/case/demo/t:1) failed at step 3/3 (RUN make -C /src all): "
+        "The command '/bin/sh -c make -C /src all' returned a non-zero code: 2"
+    )
+    assert "tlv.c:3: error: expected ';'" in message
+    assert "\x1b" not in message, "the engine's terminal colours are left out"
+    assert "Step 2/3" not in message
+
+
+def test_a_build_the_engine_refuses_names_the_layer() -> None:
+    refused = docker.errors.APIError("400", explanation="Cannot locate specified Dockerfile: X")
+    with pytest.raises(
+        ImageUnavailableError, match=r"^case layer .* before its first step: Cannot"
+    ):
+        build(refused)
+
+
+def test_a_stream_without_an_image_is_a_failure() -> None:
+    with pytest.raises(ImageUnavailableError, match="reported no image"):
+        build([{"stream": "Step 1/1 : FROM scratch\n"}])
+
+
+def test_nothing_is_pulled_and_a_tar_context_is_sent_as_is() -> None:
+    context = io.BytesIO(b"tar")
+    _, options = build(CACHED_BUILD, context=context, nocache=True, buildargs={"A": "1"})
+    assert options["pull"] is False
+    assert options["fileobj"] is context and options["custom_context"] is True
+    assert options["nocache"] is True and options["buildargs"] == {"A": "1"}
+    _, options = build(CACHED_BUILD, context=Path("/some/folder"))
+    assert options["path"] == "/some/folder" and "fileobj" not in options
