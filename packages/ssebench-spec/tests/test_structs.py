@@ -201,3 +201,9 @@ def test_the_extensions_api_is_the_seeds() -> None:
     from ssebench.extensions import Backend, RunSpec  # noqa: F401  (the seed's import)
 
     assert ssebench.extensions.Backend is ssebench.spec.Backend
+
+
+def test_the_on_disk_record_mirrors_every_field_of_the_run_spec_but_the_values() -> None:
+    spec_fields = [name for name in RunSpec.__struct_fields__ if name != "env"]
+    record_fields = [name for name in RunRecord.__struct_fields__ if name != "env_names"]
+    assert spec_fields == record_fields

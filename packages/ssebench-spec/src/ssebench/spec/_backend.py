@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
+import msgspec
+
 from ssebench.spec import labels
 from ssebench.spec._errors import BackendError
 from ssebench.spec._images import ImageRequest, Images
@@ -115,6 +117,21 @@ class Backend(abc.ABC, Generic[HandleT]):
         Best effort: never raises for something already gone. Does nothing for
         a run started with `keep`.
         """
+
+    def remove(self, handle: HandleT) -> None:
+        """Remove everything of a run, kept or not, running or not.
+
+        Unlike `cleanup`, this also removes a run started with `keep`; a
+        running container is killed first. `ssebench runs remove` calls it.
+        The default stops the run without grace and calls `cleanup` with the
+        handle's `keep` cleared; a backend overrides it when that is not all
+        of the run.
+
+        Raises:
+            BackendError: something of the run exists and cannot be removed.
+        """
+        self.stop(handle, grace=0)
+        self.cleanup(msgspec.structs.replace(handle, keep=False))
 
     @abc.abstractmethod
     def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:

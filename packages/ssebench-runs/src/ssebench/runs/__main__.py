@@ -1,0 +1,5 @@
+"""`python -m ssebench.runs`: the same as `ssebench-runs`."""
+
+from ssebench.runs.cli import main
+
+main()
