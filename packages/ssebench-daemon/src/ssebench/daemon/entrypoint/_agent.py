@@ -1,0 +1,259 @@
+"""The agent phase: the agent command as `model`, its output relayed, its time limit kept.
+
+The agent runs in its own session with stdin closed and an environment built
+for it (never the admin socket, never the SSEBench runtime on PATH). Its
+output goes to `agent.log` and to the container's output. At the time limit,
+on a stop signal, and also when it simply exits, its process group is
+killed and then every process of `model` (background jobs, daemons that
+called setsid): nothing of the agent survives the phase.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ssebench.daemon.entrypoint._contract import contract
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, kill_user, signal_group
+from ssebench.daemon.entrypoint._settings import AGENT_ENV_PASSED, ModelUser, Settings
+
+TIMEOUT_EXIT: Final = 124
+"""The agent's exit status when its time limit killed it (as `timeout(1)`)."""
+
+_DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_PASSED_THROUGH_PREFIXES: Final = ("LANG", "LC_", "TZ", "TERM")
+_PROXY_NAMES: Final = frozenset(
+    {"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}
+)
+_PRIVATE_MARKERS: Final = (contract.RUNTIME_DIR, contract.SOCKET_DIR + "/admin", "admin.sock")
+_CHUNK: Final = 65536
+
+
+def clean_path(value: str | None) -> str:
+    """PATH without entries inside the SSEBench runtime; the standard one when nothing is left."""
+    entries = [
+        entry
+        for entry in (value or "").split(":")
+        if entry.startswith("/") and not entry.startswith(contract.RUNTIME_DIR)
+    ]
+    return ":".join(entries) or _DEFAULT_PATH
+
+
+def agent_env(environ: Mapping[str, str], model: ModelUser, agent_socket: str) -> dict[str, str]:
+    """The agent's environment, built from scratch.
+
+    It gets its account (HOME, USER, LOGNAME, SHELL), the image's PATH without
+    the SSEBench runtime, locale and proxy settings, the image's own
+    variables (toolchains: JAVA_HOME, GOPATH, ...), and of the run's `SSE_*`
+    only what an agent needs. Nothing that names the runtime or the admin
+    socket, no other `SSE_*`/`SSEBENCH_*` variable.
+    """
+    env: dict[str, str] = {}
+    for name, value in environ.items():
+        if name.startswith(("SSE_", "SSEBENCH_")) or name in (
+            contract.ENV_TIMEOUT,
+            "PATH",
+            "HOME",
+            "USER",
+            "LOGNAME",
+            "SHELL",
+            "PWD",
+            "OLDPWD",
+            "HOSTNAME",
+        ):
+            continue
+        if name.startswith(("PYTHON", "LD_")) or any(m in value for m in _PRIVATE_MARKERS):
+            continue
+        if name.isidentifier() or name in _PROXY_NAMES or name.startswith(_PASSED_THROUGH_PREFIXES):
+            env[name] = value
+    for name in AGENT_ENV_PASSED:
+        if name in environ:
+            env[name] = environ[name]
+    env.update(
+        HOME=model.home,
+        USER=model.name,
+        LOGNAME=model.name,
+        SHELL="/bin/bash" if Path("/bin/bash").exists() else "/bin/sh",
+        PATH=clean_path(environ.get("PATH")),
+    )
+    env[contract.ENV_DAEMON_SOCKET] = agent_socket
+    env.setdefault(contract.ENV_ARCHIVE, contract.ARCHIVE_DIR)
+    return env
+
+
+@dataclass
+class AgentOutcome:
+    """How the agent phase ended."""
+
+    exit_code: int | None
+    """The agent's status (124 at its time limit; None when a stop signal ended it)."""
+
+    duration: float
+    timed_out: bool = False
+    stopped: bool = False
+    killed: int = 0
+    """How many `model` processes were still alive when the phase ended."""
+
+
+class Relay:
+    """Copies the agent's output to agent.log and to the container's output."""
+
+    def __init__(self, pipe: int, log: int, out: int | None) -> None:
+        self.pipe = pipe
+        self.log = log
+        self.out = out
+        self.open = True
+
+    def pump(self) -> None:
+        """Copy what is readable now; notice the end of the output."""
+        try:
+            data = os.read(self.pipe, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.open = False
+            return
+        _write_all(self.log, data)
+        if self.out is not None:
+            try:
+                _write_all(self.out, data)
+            except OSError:  # the container's output is gone: keep the log
+                self.out = None
+
+    def drain(self, wakeup: Wakeup, seconds: float) -> None:
+        """Copy what is left, for at most `seconds` (a surviving writer cannot hold us)."""
+        end = time.monotonic() + seconds
+        while self.open and time.monotonic() < end:
+            if wakeup.wait(end - time.monotonic(), [self.pipe]):
+                self.pump()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+Say = Callable[[str], None]
+
+
+def _report(out: int | None, log: int, text: str) -> None:
+    data = text.encode()
+    _write_all(log, data)
+    if out is not None:
+        with contextlib.suppress(OSError):
+            _write_all(out, data)
+
+
+def _status(returncode: int) -> int:
+    """A process's returncode as a shell shows it (128+N for signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_agent(
+    settings: Settings,
+    children: Children,
+    wakeup: Wakeup,
+    *,
+    cwd: str,
+    log: int,
+    out: int | None,
+    say: Say,
+    tick: Callable[[], bool] = lambda: False,
+) -> AgentOutcome:
+    """Run the agent command as `model` until it exits, its time limit, or a stop signal.
+
+    Args:
+        settings: the command, time limit, account and environment.
+        children: the entrypoint's children (the agent becomes one).
+        wakeup: signals; a stop signal ends the phase early.
+        cwd: the agent's working directory (the task's source tree).
+        log: agent.log, open for writing.
+        out: the container's output (None: the log only).
+        say: the entrypoint's own messages.
+        tick: called on every wake-up; True asks for the next one soon (20 ms).
+
+    Returns:
+        How the phase ended; by then no process of `model` is left.
+    """
+    model = settings.model
+    as_root = os.geteuid() == 0
+    user: dict[str, object] = (
+        {"user": model.uid, "group": model.gid, "extra_groups": []} if as_root else {}
+    )
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(read_fd, False)
+    started = time.monotonic()
+    try:
+        proc = children.spawn(
+            settings.agent_command,
+            cwd=cwd,
+            env=agent_env(settings.environ, model, settings.agent_socket),
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            close_fds=True,
+            umask=0o022,
+            **user,
+        )
+    except OSError as exc:
+        os.close(write_fd)
+        os.close(read_fd)
+        _report(
+            out,
+            log,
+            f"ssebench: cannot start the agent command "
+            f"{settings.agent_command[0]!r}: {exc.strerror or exc}\n",
+        )
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        return AgentOutcome(exit_code=code, duration=time.monotonic() - started)
+    os.close(write_fd)
+    say(
+        f"agent started as {model.name} in {cwd}: pid {proc.pid}, time limit {settings.timeout:g} s"
+    )
+    relay = Relay(read_fd, log, out)
+    deadline = started + settings.timeout
+    timed_out = False
+    while True:
+        children.reap()
+        if proc.returncode is not None or wakeup.stopping:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        fast = tick()
+        if wakeup.wait(min(left, 0.02 if fast else 1.0), [read_fd] if relay.open else []):
+            relay.pump()
+    duration = time.monotonic() - started
+    signal_group(proc.pid, signal.SIGKILL)
+    killed = kill_user(model.uid, model.gid, children) if as_root else 0
+    children.wait(proc, 5.0, wakeup)
+    relay.drain(wakeup, 2.0)
+    os.close(read_fd)
+    if timed_out:
+        say(f"agent stopped at its time limit ({settings.timeout:g} s): exit status {TIMEOUT_EXIT}")
+        return AgentOutcome(
+            exit_code=TIMEOUT_EXIT, duration=duration, timed_out=True, killed=killed
+        )
+    if wakeup.stopping and (proc.returncode is None or proc.returncode == -signal.SIGKILL):
+        say(f"agent stopped by signal {wakeup.stop_signal} after {duration:.1f} s")
+        return AgentOutcome(exit_code=None, duration=duration, stopped=True, killed=killed)
+    assert proc.returncode is not None
+    code = _status(proc.returncode)
+    say(
+        f"agent exited with status {code} after {duration:.1f} s"
+        + (f"; killed {killed} process(es) it left behind" if killed else "")
+    )
+    return AgentOutcome(exit_code=code, duration=duration, killed=killed)

@@ -1,0 +1,387 @@
+"""One container run, as PID 1: services, agent phase, grading, hand-over, marker.
+
+Phases (DESIGN.md §5, container side):
+1. prepare the results and archive directories; start the daemon and the MCP
+   server side by side and wait until both answer;
+2. run the agent command as `model` (`_agent`);
+3. end the agent phase: every `model` process killed, the daemon told;
+4. run the evaluator (it writes `result.json`), hand the results' files to
+   the owner of the host's run directory, write the `.graded` marker, and
+   exit with the agent's status (or stay up with `SSE_KEEP_ALIVE=1`).
+
+A stop signal at any point ends the phase in progress, records the reason in
+`result.json` unless a grade is already there, and exits 128+N (143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Final
+
+from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
+from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
+from ssebench.daemon.entrypoint._contract import contract
+from ssebench.daemon.entrypoint._files import (
+    hand_over,
+    log_tail,
+    open_log,
+    prepare_archive,
+    prepare_results,
+    write_marker,
+)
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._services import (
+    ServiceError,
+    Services,
+    StopRequestedError,
+    service_env,
+)
+from ssebench.daemon.entrypoint._settings import Settings
+
+START_FAILED: Final = 2
+"""Exit status when the run could not start (bad settings, a service did not come up)."""
+
+RESULT_FILE: Final = "result.json"
+
+AGENT_EXITED_TIMEOUT: Final = 60.0
+"""Seconds the daemon gets to end the agent phase (it kills every `model` process)."""
+
+AGENT_EXITED_STOPPING: Final = 5.0
+"""The same after a stop signal, when the whole stop must fit in the 20 s grace."""
+
+
+class Entrypoint:
+    """The run's supervisor; `run` returns the container's exit status."""
+
+    def __init__(self, settings: Settings, *, out: int | None = 1, err: int | None = 2) -> None:
+        self.settings = settings
+        self.out = out
+        self.err = err
+        self.started = time.monotonic()
+        self.wakeup = Wakeup()
+        self.children = Children()
+        self.services = Services(settings, self.children, self.wakeup)
+        self.phase = "start-up"
+        self.agent: AgentOutcome | None = None
+        self.owner: tuple[int, int] = (os.geteuid(), os.getegid())
+        self.log: int | None = None
+
+    # -- messages --------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        """One line of the entrypoint's own, to the container's stderr and entrypoint.log."""
+        line = f"ssebench-entrypoint: [{time.monotonic() - self.started:8.3f}s] {message}\n"
+        data = line.encode("utf-8", errors="replace")
+        for fd in (self.err, self.log):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(fd, data)
+
+    def mark(self, name: str) -> None:
+        """Say when a milestone was reached (seconds since the entrypoint started)."""
+        self.say(f"{name} after {time.monotonic() - self.started:.3f} s")
+
+    # -- the run -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Carry out the run.
+
+        Returns:
+            The agent's exit status; 124 at its time limit; 128+N after stop signal N;
+            2 when the run could not start.
+        """
+        try:
+            return self._run()
+        finally:
+            if self.log is not None:
+                os.close(self.log)
+                self.log = None
+
+    def _run(self) -> int:
+        settings = self.settings
+        try:
+            info = prepare_results(settings.results_dir)
+            self.owner = (info.st_uid, info.st_gid)
+            self.log = open_log(settings.results_dir, "entrypoint.log")
+            prepare_archive(settings.archive_dir, settings.model.uid, settings.model.gid)
+        except OSError as exc:
+            self.say(f"cannot prepare the results and archive directories: {exc}")
+            return self._fail_start(f"cannot prepare the results and archive directories: {exc}")
+        try:
+            for service in self.services.start():
+                self.say(f"{service.name} ready after {service.ready_after:.3f} s")
+        except StopRequestedError:
+            return self._stopped()
+        except ServiceError as exc:
+            self.say(
+                str(exc) + (f"\n--- end of {exc.service} log ---\n{exc.log}" if exc.log else "")
+            )
+            return self._fail_start(str(exc), exc.log)
+        try:
+            source = self._source()
+        except (OSError, ValueError) as exc:
+            self.say(f"cannot learn the task's source tree from the daemon: {exc}")
+            return self._fail_start(f"cannot learn the task's source tree from the daemon: {exc}")
+        self.phase = "agent"
+        self.agent = self._agent_phase(source)
+        self._end_agent_phase()
+        if self.wakeup.stopping:
+            return self._stopped()
+        self.phase = "grading"
+        self._evaluate(self.agent)
+        if self.wakeup.stopping:
+            return self._stopped()
+        self._finish()
+        code = self.agent.exit_code if self.agent.exit_code is not None else 1
+        if settings.keep_alive and not self.wakeup.stopping:
+            return self._stay_up()
+        return code
+
+    def _source(self) -> str:
+        """The task's source tree, from the daemon's public project description."""
+        reply = UnixHTTPClient(str(self.settings.admin_socket)).get("/project")
+        if not reply.ok:
+            raise ValueError(f"GET /project answered {reply.status}: {reply.error_text()}")
+        source = json.loads(reply.body).get("source")
+        if not isinstance(source, str) or not source.startswith("/"):
+            raise ValueError(f"GET /project gave no absolute source path: {source!r}")
+        return source
+
+    def _agent_phase(self, source: str) -> AgentOutcome:
+        log = open_log(self.settings.results_dir, "agent.log")
+        try:
+            self.mark("agent started")
+            return run_agent(
+                self.settings,
+                self.children,
+                self.wakeup,
+                cwd=source,
+                log=log,
+                out=self.out,
+                say=self.say,
+                tick=self._watch_services,
+            )
+        finally:
+            os.close(log)
+
+    def _watch_services(self) -> bool:
+        """While the agent runs: note when the MCP server serves (or that it died)."""
+        return self.services.watch(self.say)
+
+    def _end_agent_phase(self) -> None:
+        """Tell the daemon: agent-facing listeners refuse every tool from now on."""
+        for service in self.services.dead():
+            code = service.proc.returncode if service.proc else None
+            self.say(
+                f"the {service.name} exited during the agent phase (status {code}); "
+                f"see {service.log_name}"
+            )
+        try:
+            reply = UnixHTTPClient(str(self.settings.admin_socket)).post(
+                "/admin/agent_exited",
+                timeout=AGENT_EXITED_STOPPING if self.wakeup.stopping else AGENT_EXITED_TIMEOUT,
+            )
+        except (DaemonUnreachableError, ConnectionError, TimeoutError, OSError) as exc:
+            self.say(f"cannot end the agent phase on the daemon: {exc}")
+            return
+        if reply.ok:
+            self.say("agent phase over: the daemon refuses agent-facing tools")
+        else:
+            self.say(f"the daemon refused to end the agent phase: {reply.error_text()}")
+
+    # -- grading ------------------------------------------------------------------------
+
+    def _evaluator_argv(self, agent: AgentOutcome) -> list[str]:
+        argv = [
+            *self.settings.evaluator_command(),
+            "--timeout",
+            f"{self.settings.timeout:g}",
+            "--agent-duration",
+            f"{agent.duration:.3f}",
+        ]
+        if agent.exit_code is not None:
+            argv += ["--agent-exit-code", str(agent.exit_code)]
+        if agent.timed_out:
+            argv.append("--agent-timeout")
+        return argv
+
+    def _evaluate(self, agent: AgentOutcome) -> None:
+        """Run the evaluator to its end, its time limit (plus a grace) or a stop signal;
+        write an `error` grade when it left none (except on a stop: `_stopped` does)."""
+        settings = self.settings
+        log = open_log(settings.results_dir, "evaluator.log")
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(read_fd, False)
+        try:
+            proc = self.children.spawn(
+                self._evaluator_argv(agent),
+                env=service_env(settings.environ),
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            os.close(write_fd)
+            os.close(read_fd)
+            os.close(log)
+            self.say(f"cannot start the evaluator: {exc}")
+            self._write_error(f"cannot start the evaluator: {exc}")
+            return
+        os.close(write_fd)
+        self.say(f"evaluator started: pid {proc.pid}")
+        relay = Relay(read_fd, log, self.err)
+        deadline = time.monotonic() + settings.timeout + settings.evaluator_grace
+        killed = False
+        while True:
+            self.children.reap()
+            if proc.returncode is not None:
+                break
+            if self.wakeup.stopping or time.monotonic() >= deadline:
+                killed = not self.wakeup.stopping
+                signal_group(proc.pid, signal.SIGKILL)
+                self.children.wait(proc, 5.0, self.wakeup)
+                break
+            if self.wakeup.wait(
+                min(1.0, deadline - time.monotonic()), [read_fd] if relay.open else []
+            ):
+                relay.pump()
+        relay.drain(self.wakeup, 1.0)
+        os.close(read_fd)
+        os.close(log)
+        if self.wakeup.stopping:
+            return
+        if killed:
+            self.say("the evaluator did not finish within its time limit: killed")
+            if not self._has_grade():
+                self._write_error(
+                    f"the evaluator did not finish within {settings.timeout:g} s "
+                    f"(+{settings.evaluator_grace:g} s): killed",
+                    log_tail(settings.results_dir, "evaluator.log"),
+                    evaluator_timeout=True,
+                )
+        elif not self._has_grade():
+            self.say(f"the evaluator exited with status {proc.returncode} and left no grade")
+            self._write_error(
+                f"the evaluator exited with status {proc.returncode} without writing a grade",
+                log_tail(settings.results_dir, "evaluator.log"),
+            )
+        else:
+            self.say(f"evaluator finished: status {proc.returncode}")
+
+    # -- results ------------------------------------------------------------------------
+
+    def _has_grade(self) -> bool:
+        """Whether result.json holds a complete grade."""
+        from ssebench.spec import DecodeError, Result, read_json
+
+        try:
+            read_json(self.settings.results_dir / RESULT_FILE, Result)
+        except DecodeError:
+            return False
+        return True
+
+    def _write_error(
+        self, message: str, log: str | None = None, *, evaluator_timeout: bool = False
+    ) -> None:
+        """Write an `error` grade with the reason; the agent's figures as far as known."""
+        from ssebench.daemon.evaluator import write_result
+        from ssebench.spec import PatchResult, Result, RuntimeResult
+
+        agent = self.agent
+        result = Result(
+            patch_result=PatchResult(status="error", error_msg=message, error_log=log or None),
+            runtime_result=RuntimeResult(
+                agent_duration=round(agent.duration, 3) if agent else None,
+                agent_timeout=agent.timed_out if agent else False,
+                evaluator_timeout=evaluator_timeout,
+                agent_exit_code=agent.exit_code if agent else None,
+            ),
+        )
+        try:
+            write_result(self.settings.results_dir, result)
+        except OSError as exc:
+            self.say(f"cannot write {RESULT_FILE}: {exc}")
+
+    def _finish(self, *, stop_services: bool | None = None) -> None:
+        """Stop the services (unless kept), hand the files over, write the marker."""
+        settings = self.settings
+        if stop_services if stop_services is not None else not settings.keep_alive:
+            self.services.stop()
+        status = "unknown"
+        with contextlib.suppress(Exception):
+            status = self._status()
+        for directory, include_self in (
+            (settings.results_dir, False),
+            # Inside the results directory on the host; elsewhere (a separate volume) too.
+            (settings.archive_dir, True),
+        ):
+            try:
+                done = hand_over(directory, *self.owner, include_self=include_self)
+            except OSError as exc:
+                self.say(f"cannot hand {directory} over to uid {self.owner[0]}: {exc}")
+                continue
+            if done.skipped:
+                self.say(
+                    f"left alone in {directory} (hard links or not ours): "
+                    + ", ".join(done.skipped[:10])
+                )
+        try:
+            write_marker(settings.results_dir, contract.GRADED_MARKER, f"{status}\n", *self.owner)
+        except OSError as exc:
+            self.say(f"cannot write the {contract.GRADED_MARKER} marker: {exc}")
+        self.say(f"graded: {status}")
+
+    def _status(self) -> str:
+        from ssebench.spec import Result, read_json
+
+        return read_json(self.settings.results_dir / RESULT_FILE, Result).patch_result.status
+
+    def refuse(self, message: str) -> int:
+        """Settings the run cannot start with: record why, hand over, exit 2.
+
+        Returns:
+            2 (`START_FAILED`).
+        """
+        self.say(f"refusing to start: {message}")
+        try:
+            info = prepare_results(self.settings.results_dir)
+        except OSError as exc:
+            self.say(f"cannot use the results directory: {exc}")
+            return START_FAILED
+        self.owner = (info.st_uid, info.st_gid)
+        return self._fail_start(f"the run cannot start: {message}")
+
+    def _fail_start(self, message: str, log: str | None = None) -> int:
+        """The run could not start: an `error` grade with the reason, then finish."""
+        self._write_error(message, log)
+        self._finish(stop_services=True)
+        if self.settings.keep_alive and not self.wakeup.stopping:
+            self._stay_up()
+        return START_FAILED
+
+    def _stopped(self) -> int:
+        """A stop signal: end what runs, record why unless graded, finish, exit 128+N."""
+        signum = self.wakeup.stop_signal or signal.SIGTERM
+        name = signal.Signals(signum).name
+        self.say(f"stopped by {name} during the {self.phase} phase")
+        if not self._has_grade():
+            self._write_error(f"the run was stopped by {name} during the {self.phase} phase")
+        self._finish(stop_services=True)
+        return 128 + signum
+
+    def _stay_up(self) -> int:
+        """SSE_KEEP_ALIVE=1: keep the services up and reap orphans until a stop signal."""
+        self.say(f"{contract.ENV_KEEP_ALIVE}=1: staying up until stopped")
+        while not self.wakeup.stopping:
+            self.children.reap()
+            self.wakeup.wait(None)
+        self.services.stop()
+        return 128 + (self.wakeup.stop_signal or signal.SIGTERM)

@@ -1,0 +1,304 @@
+"""Starting the daemon and the MCP server side by side, and waiting until both answer."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
+from ssebench.daemon.entrypoint._contract import contract
+from ssebench.daemon.entrypoint._files import log_tail, open_log
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._settings import Settings
+
+POLL: float = 0.01
+"""Seconds between readiness probes."""
+
+
+class ServiceError(Exception):
+    """A service did not come up; `log` is the tail of its log."""
+
+    def __init__(self, message: str, *, service: str, log: str = "") -> None:
+        super().__init__(message)
+        self.service = service
+        self.log = log
+
+
+class StopRequestedError(Exception):
+    """A stop signal arrived while waiting."""
+
+
+@dataclass
+class Service:
+    """One background service: how to tell it is up, and its process once started."""
+
+    name: str
+    log_name: str
+    argv: list[str]
+    env: dict[str, str]
+    ready: Callable[[], bool]
+    serving: Callable[[], bool] | None = None
+    """A later, stronger probe, watched while the agent runs (the MCP server answering HTTP)."""
+    proc: subprocess.Popen[bytes] | None = None
+    ready_after: float | None = None
+    """Seconds from the start of the wait until it answered."""
+    serving_after: float | None = None
+    """Seconds from the start until `serving` passed."""
+    reported: bool = False
+    """Whether `Services.watch` has said all there is to say about it."""
+
+
+def service_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """A service's environment: the container's, without the model key."""
+    return {name: value for name, value in environ.items() if name not in contract.SECRET_ENV}
+
+
+def daemon_ready(admin_socket: Path) -> Callable[[], bool]:
+    """Ready = the admin socket answers `GET /version` with 200."""
+    client = UnixHTTPClient(str(admin_socket))
+
+    def probe() -> bool:
+        try:
+            return client.get("/version", timeout=2.0).ok
+        except (DaemonUnreachableError, ConnectionError, TimeoutError, OSError):
+            return False
+
+    return probe
+
+
+def tcp_ready(host: str, port: int) -> Callable[[], bool]:
+    """Ready = the port accepts a TCP connection."""
+
+    def probe() -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return True
+        except OSError:
+            return False
+
+    return probe
+
+
+class HttpProbe:
+    """Ready = an HTTP answer (any status) on host:port: serving, not only listening.
+
+    The MCP server binds its port before it loads the SDK, so a connection
+    alone says little; the probe sends one request and waits, poll after
+    poll, without blocking, for the status line.
+    """
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.address = (host, port)
+        self.request = (
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+        ).encode("ascii")
+        self.sock: socket.socket | None = None
+        self.sent = False
+        self.received = b""
+
+    def __call__(self) -> bool:
+        """One non-blocking step; True once a status line came back."""
+        try:
+            answered = self._step()
+        except OSError:
+            self.close()
+            return False
+        if answered:
+            self.close()
+        return answered
+
+    def _step(self) -> bool:
+        if self.sock is None:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setblocking(False)
+            self.sent, self.received = False, b""
+            code = self.sock.connect_ex(self.address)
+            if code not in (0, errno.EINPROGRESS):
+                raise OSError(code, os.strerror(code))
+        if not self.sent:
+            _, writable, _ = select.select([], [self.sock], [], 0)
+            if not writable:
+                return False
+            code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            self.sock.sendall(self.request)
+            self.sent = True
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        if not readable:
+            return False
+        data = self.sock.recv(64)
+        if not data:
+            raise ConnectionResetError("closed without an answer")
+        self.received += data
+        if self.received.startswith(b"HTTP/"):
+            return True
+        if len(self.received) >= 5:
+            raise ConnectionError("not an HTTP answer")
+        return False
+
+    def close(self) -> None:
+        """Drop the probe's connection (a later call starts a new one)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+@dataclass
+class Services:
+    """The services of one run, started by `start` and stopped by `stop`."""
+
+    settings: Settings
+    children: Children
+    wakeup: Wakeup
+    services: list[Service] = field(default_factory=list)
+    started: float = 0.0
+    """When `start` began (time.monotonic)."""
+
+    def plan(self) -> list[Service]:
+        """The daemon (unless it runs elsewhere: sidecar mode) and the MCP server."""
+        settings = self.settings
+        env = service_env(settings.environ)
+        env.setdefault(contract.ENV_DAEMON_SOCKET, settings.agent_socket)
+        env[contract.ENV_RESULTS] = str(settings.results_dir)
+        env[contract.ENV_ARCHIVE] = str(settings.archive_dir)
+        daemon = Service(
+            name="daemon",
+            log_name="daemon.log",
+            argv=settings.daemon_command() if settings.start_daemon else [],
+            env=env,
+            ready=daemon_ready(settings.admin_socket),
+        )
+        mcp = Service(
+            name="MCP server",
+            log_name="mcp.log",
+            argv=settings.mcp_command(),
+            env=env,
+            # It checks its settings, binds its port, then loads the SDK (a second or
+            # two): once it listens, the agent may start; its requests wait in the
+            # listen queue until the SDK answers, which `watch` reports.
+            ready=tcp_ready(settings.mcp_host, settings.mcp_port),
+            serving=HttpProbe(settings.mcp_host, settings.mcp_port, contract.MCP_PATH),
+        )
+        return [daemon, mcp]
+
+    def start(self) -> list[Service]:
+        """Start every service at once and wait until each answers.
+
+        Returns:
+            The services, each with the seconds it took to answer.
+
+        Raises:
+            ServiceError: one exited, could not be started, or did not answer in time;
+                the message names it and says why.
+            StopRequestedError: a stop signal arrived.
+        """
+        self.services = self.plan()
+        self.started = started = time.monotonic()
+        for service in self.services:
+            if service.argv:
+                self._spawn(service)
+        deadline = started + self.settings.start_timeout
+        waiting = list(self.services)
+        while waiting:
+            self.children.reap()
+            if self.wakeup.stopping:
+                raise StopRequestedError
+            for service in list(waiting):
+                proc = service.proc
+                if proc is not None and proc.returncode is not None:
+                    raise ServiceError(
+                        f"the {service.name} exited with status {proc.returncode} "
+                        f"before it answered; see {service.log_name}",
+                        service=service.name,
+                        log=log_tail(self.settings.results_dir, service.log_name),
+                    )
+                if service.ready():
+                    service.ready_after = time.monotonic() - started
+                    waiting.remove(service)
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                names = " and the ".join(service.name for service in waiting)
+                service = waiting[0]
+                raise ServiceError(
+                    f"the {names} did not answer within {self.settings.start_timeout:g} s; "
+                    f"see {service.log_name}",
+                    service=service.name,
+                    log=log_tail(self.settings.results_dir, service.log_name),
+                )
+            self.wakeup.wait(POLL)
+        return self.services
+
+    def _spawn(self, service: Service) -> None:
+        log = open_log(self.settings.results_dir, service.log_name)
+        try:
+            service.proc = self.children.spawn(
+                service.argv,
+                env=service.env,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ServiceError(
+                f"cannot start the {service.name} ({service.argv[0]}): {exc.strerror or exc}",
+                service=service.name,
+            ) from exc
+        finally:
+            os.close(log)
+
+    def watch(self, say: Callable[[str], None]) -> bool:
+        """One round of the `serving` probes: say when a service serves, or died first.
+
+        Returns:
+            Whether a probe is still pending (the caller should poll again soon).
+        """
+        pending = False
+        self.children.reap()
+        for service in self.services:
+            if service.serving is None or service.reported:
+                continue
+            proc = service.proc
+            if proc is not None and proc.returncode is not None:
+                service.reported = True
+                say(
+                    f"the {service.name} exited with status {proc.returncode} before it "
+                    f"served; see {service.log_name}"
+                )
+            elif service.serving():
+                service.reported = True
+                service.serving_after = time.monotonic() - self.started
+                say(f"{service.name} serving after {service.serving_after:.3f} s")
+            else:
+                pending = True
+        return pending
+
+    def dead(self) -> list[Service]:
+        """Services that were started and have exited since."""
+        self.children.reap()
+        return [s for s in self.services if s.proc is not None and s.proc.returncode is not None]
+
+    def stop(self) -> None:
+        """SIGTERM every service, SIGKILL what is left after the wait; return when all ended."""
+        running = [
+            s.proc for s in self.services if s.proc is not None and s.proc.returncode is None
+        ]
+        for proc in running:
+            signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.service_stop_wait
+        for proc in running:
+            if self.children.wait(proc, max(0.0, deadline - time.monotonic()), self.wakeup) is None:
+                signal_group(proc.pid, signal.SIGKILL)
+                self.children.wait(proc, 5.0, self.wakeup)

@@ -1,0 +1,24 @@
+"""The evaluator: grades the agent's final diff over the daemon's admin socket.
+
+`python -m ssebench.daemon.evaluator` runs prepare_grading, then build (a
+failure stops), every PoC, the function tests and the intent tests, and
+writes `result.json` (DESIGN.md §7) atomically and `source.tar.gz`.
+"""
+
+from ssebench.daemon.evaluator._files import RESULT_FILE, SOURCE_ARCHIVE, write_result
+from ssebench.daemon.evaluator._grading import Deadline, Grade, GradingApi, grade
+from ssebench.daemon.evaluator._main import EvaluatorOptions, crash_result, evaluate, main
+
+__all__ = [
+    "RESULT_FILE",
+    "SOURCE_ARCHIVE",
+    "Deadline",
+    "EvaluatorOptions",
+    "Grade",
+    "GradingApi",
+    "crash_result",
+    "evaluate",
+    "grade",
+    "main",
+    "write_result",
+]

@@ -1,0 +1,138 @@
+"""Files the evaluator writes in the results directory: `result.json` and `source.tar.gz`.
+
+Every file is written to a fresh temporary name (O_EXCL|O_NOFOLLOW: never
+through a link) in the same directory and renamed over its final name, so a
+reader sees the old file or the whole new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import tarfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO, Final
+
+from ssebench.spec import Result, encode_json
+
+RESULT_FILE: Final = "result.json"
+"""The grade's file name in the results directory."""
+
+SOURCE_ARCHIVE: Final = "source.tar.gz"
+"""The agent's tree, as it was when grading started."""
+
+
+@contextlib.contextmanager
+def atomic_file(directory: Path, name: str, *, mode: int = 0o600) -> Iterator[BinaryIO]:
+    """Open a temporary file beside `directory/name`; on success it replaces `name`.
+
+    Args:
+        directory: where the file goes (never followed through a link at its last step).
+        name: the final name.
+        mode: the file's permissions.
+
+    Yields:
+        The open file.
+
+    Raises:
+        OSError: the file cannot be created or renamed (the temporary one is removed).
+    """
+    temporary = directory / f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+    )
+    try:
+        with os.fdopen(fd, "wb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        temporary.replace(directory / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+def write_result(results_dir: Path, result: Result) -> Path:
+    """Write `result.json` atomically.
+
+    Args:
+        results_dir: the results directory.
+        result: the grade.
+
+    Returns:
+        The file's path.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    with atomic_file(results_dir, RESULT_FILE) as file:
+        file.write(encode_json(result, pretty=True))
+    return results_dir / RESULT_FILE
+
+
+def write_source_archive(source: Path, results_dir: Path) -> tuple[Path, list[str]]:
+    """Write `source.tar.gz`: the agent's tree under its own name, links kept as links.
+
+    Only directories, symbolic links and regular files owned by the tree's
+    owner are archived: a hard link the agent made to someone else's file,
+    a device or a FIFO is left out (and named in the returned notes).
+
+    Args:
+        source: the agent's working tree.
+        results_dir: where the archive goes.
+
+    Returns:
+        The archive's path and what was left out.
+
+    Raises:
+        OSError: the tree cannot be read or the archive written.
+    """
+    owner = os.lstat(source).st_uid
+    skipped: list[str] = []
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if info.isdir() or info.issym():
+            return info
+        if info.isreg() and info.uid == owner:
+            return info
+        skipped.append(info.name)
+        return None
+
+    with (
+        atomic_file(results_dir, SOURCE_ARCHIVE) as file,
+        tarfile.open(fileobj=file, mode="w:gz", compresslevel=6) as tar,
+    ):
+        _add_tree(tar, source, source.name, keep)
+    return results_dir / SOURCE_ARCHIVE, skipped
+
+
+def _add_tree(
+    tar: tarfile.TarFile,
+    root: Path,
+    arcname: str,
+    keep: Callable[[tarfile.TarInfo], tarfile.TarInfo | None],
+) -> None:
+    """Add `root` recursively without following links (os.scandir, lstat only)."""
+    stack: list[tuple[str, str]] = [(str(root), arcname)]
+    while stack:
+        path, name = stack.pop()
+        info = tar.gettarinfo(path, arcname=name)
+        member = keep(info)
+        if member is None:
+            continue
+        if member.isreg():
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as data:
+                if not stat.S_ISREG(os.fstat(data.fileno()).st_mode):
+                    continue
+                tar.addfile(member, data)
+            continue
+        tar.addfile(member)
+        if member.isdir():
+            with os.scandir(path) as entries:
+                children = sorted(entries, key=lambda entry: entry.name, reverse=True)
+            stack.extend((child.path, f"{name}/{child.name}") for child in children)

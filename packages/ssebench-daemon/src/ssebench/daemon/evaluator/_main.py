@@ -1,0 +1,168 @@
+"""`python -m ssebench.daemon.evaluator`: grade over the admin socket, write the results."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ssebench.daemon._client._api import DaemonApi
+from ssebench.daemon.evaluator._files import write_result, write_source_archive
+from ssebench.daemon.evaluator._grading import Deadline, GradingApi, Say, grade, tail
+from ssebench.spec import PatchResult, Result, RuntimeResult, contract
+
+DEFAULT_TIMEOUT: Final = 3600.0
+"""The evaluator's time limit when neither `--timeout` nor `TIMEOUT` gives one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluatorOptions:
+    """What the evaluator needs: where to grade and what the entrypoint saw of the agent."""
+
+    admin_socket: Path = Path(contract.ADMIN_SOCKET)
+    results_dir: Path = Path(contract.RESULTS_DIR)
+    timeout: float = DEFAULT_TIMEOUT
+    agent_duration: float | None = None
+    agent_exit_code: int | None = None
+    agent_timeout: bool = False
+    source_archive: bool = True
+
+
+def _runtime(options: EvaluatorOptions, *, evaluator_timeout: bool) -> RuntimeResult:
+    return RuntimeResult(
+        agent_duration=options.agent_duration,
+        agent_timeout=options.agent_timeout,
+        evaluator_timeout=evaluator_timeout,
+        agent_exit_code=options.agent_exit_code,
+    )
+
+
+def evaluate(
+    options: EvaluatorOptions, *, api: GradingApi | None = None, say: Say = print
+) -> Result:
+    """Grade the agent's final diff and write `result.json` and `source.tar.gz`.
+
+    Args:
+        options: sockets, paths, time limit and the agent's run.
+        api: the daemon's admin routes (default: the admin socket of `options`).
+        say: where progress lines go.
+
+    Returns:
+        The grade as written.
+
+    Raises:
+        OSError: `result.json` cannot be written.
+    """
+    deadline = Deadline(options.timeout)
+    daemon = api or DaemonApi(str(options.admin_socket))
+    found = grade(daemon, deadline, say)
+    if options.source_archive:
+        _archive_source(daemon, options.results_dir, say)
+    result = Result(
+        patch_result=found.patch_result(),
+        runtime_result=_runtime(options, evaluator_timeout=found.timed_out),
+    )
+    write_result(options.results_dir, result)
+    say(f"wrote {options.results_dir / 'result.json'}: {result.patch_result.status}")
+    return result
+
+
+def _archive_source(daemon: GradingApi, results_dir: Path, say: Say) -> None:
+    """Write source.tar.gz; a failure is reported, never fatal to the grade."""
+    try:
+        source = Path(daemon.project().source)
+        path, skipped = write_source_archive(source, results_dir)
+    except Exception as exc:  # the grade matters more than the archive
+        say(f"source.tar.gz not written: {exc}")
+        return
+    say(f"wrote {path}" + (f" (left out: {', '.join(skipped[:20])})" if skipped else ""))
+
+
+def crash_result(options: EvaluatorOptions, exc: BaseException) -> Result:
+    """The grade of an evaluator that failed: status `error`, the traceback as its log."""
+    log = "".join(traceback.format_exception(exc))
+    return Result(
+        patch_result=PatchResult(
+            status="error",
+            error_msg=f"the evaluator crashed: {type(exc).__name__}: {exc}",
+            error_log=tail(log),
+        ),
+        runtime_result=_runtime(options, evaluator_timeout=False),
+    )
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        seconds = float(value) if value else math.nan
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> EvaluatorOptions:
+    """The options from the command line, defaults from the environment and the contract.
+
+    Raises:
+        SystemExit: a bad command line (argparse's usage message, status 2).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m ssebench.daemon.evaluator",
+        description="Grade the agent's final diff over the daemon's admin socket.",
+    )
+    parser.add_argument("--admin-socket", type=Path, default=Path(contract.ADMIN_SOCKET))
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path(environ.get(contract.ENV_RESULTS) or contract.RESULTS_DIR),
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=_seconds(environ.get(contract.ENV_TIMEOUT)) or DEFAULT_TIMEOUT,
+        help="the evaluator's time limit in seconds (default: TIMEOUT)",
+    )
+    parser.add_argument("--agent-duration", type=float)
+    parser.add_argument("--agent-exit-code", type=int)
+    parser.add_argument("--agent-timeout", action="store_true")
+    parser.add_argument("--no-source-archive", action="store_true")
+    args = parser.parse_args(list(argv))
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        parser.error("--timeout must be a positive number of seconds")
+    return EvaluatorOptions(
+        admin_socket=args.admin_socket,
+        results_dir=args.results,
+        timeout=args.timeout,
+        agent_duration=args.agent_duration,
+        agent_exit_code=args.agent_exit_code,
+        agent_timeout=args.agent_timeout,
+        source_archive=not args.no_source_archive,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the evaluator.
+
+    Returns:
+        0 when `result.json` was written (whatever the grade), 1 when it could not be.
+    """
+    options = parse_options(sys.argv[1:] if argv is None else argv, os.environ)
+
+    def say(line: str) -> None:
+        print(f"evaluator: {line}", flush=True)
+
+    try:
+        evaluate(options, say=say)
+    except Exception as exc:
+        say(f"failed: {type(exc).__name__}: {exc}")
+        try:
+            write_result(options.results_dir, crash_result(options, exc))
+        except OSError as write_error:
+            say(f"cannot write result.json: {write_error}")
+            return 1
+    return 0

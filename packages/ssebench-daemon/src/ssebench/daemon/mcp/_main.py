@@ -1,0 +1,82 @@
+"""`python -m ssebench.daemon.mcp`: the MCP server (root; the agent calls it on port 3000)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ssebench.daemon._config import parse_check_timeout, parse_difficulty
+from ssebench.daemon._errors import ConfigError
+from ssebench.spec import contract
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (bound before the SDK loads, so early clients queue).
+
+    Raises:
+        OSError: the port is taken or the address is unusable.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the MCP server until SIGTERM.
+
+    Returns:
+        0 after SIGTERM; 2 when it refuses to start (a bad `SSE_DIFFICULTY`, the port taken).
+    """
+    parser = argparse.ArgumentParser(prog="python -m ssebench.daemon.mcp")
+    parser.add_argument("--host", default=DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=contract.MCP_PORT)
+    parser.add_argument("--path", default=contract.MCP_PATH)
+    parser.add_argument("--log-dir", type=Path, default=None, help="where full logs go (/tmp)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        difficulty = parse_difficulty(os.environ.get(contract.ENV_DIFFICULTY))
+        check_timeout = parse_check_timeout(os.environ.get(contract.ENV_CHECK_TIMEOUT))
+    except ConfigError as exc:
+        print(f"ssebench-mcp: refusing to start: {exc}", file=sys.stderr, flush=True)
+        return 2
+    agent_socket = os.environ.get(contract.ENV_DAEMON_SOCKET) or contract.SANDBOX_DAEMON_SOCKET
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(
+            f"ssebench-mcp: refusing to start: cannot listen on {args.host}:{args.port}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
+    print(
+        f"ssebench-mcp: listening on http://{args.host}:{args.port}{args.path}; "
+        f"difficulty {difficulty}; daemon {agent_socket}",
+        file=sys.stderr,
+        flush=True,
+    )
+    # The SDK (seconds, most of the memory) loads only now that the port is bound.
+    import anyio
+
+    from ssebench.daemon._client._api import DaemonApi
+    from ssebench.daemon.mcp._checks import LogStore, PatchTester
+    from ssebench.daemon.mcp._server import build_server, serve
+
+    tester = PatchTester(
+        DaemonApi(agent_socket),
+        difficulty=difficulty,
+        logs=LogStore(args.log_dir),
+        check_timeout=check_timeout,
+    )
+    server = build_server(tester.run)
+    anyio.run(lambda: serve(server, sock, host=args.host, path=args.path))
+    return 0

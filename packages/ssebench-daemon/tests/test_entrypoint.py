@@ -1,0 +1,578 @@
+"""The entrypoint on the host: a fake daemon and MCP server, the real evaluator, real signals.
+
+Each run is its own process (the entrypoint installs signal handlers and
+reaps children as PID 1 would). As root, the agent runs as a throw-away uid
+that owns no other process on the machine, and the results are handed to
+another ("the host user"); without root the tests that need either skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ssebench.daemon.entrypoint._agent import agent_env
+from ssebench.daemon.entrypoint._files import hand_over
+from ssebench.daemon.entrypoint._procs import processes_of
+from ssebench.daemon.entrypoint._settings import ModelUser
+from ssebench.spec import Result, read_json
+
+from .conftest import free_port
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="switching users and handing files over need root")
+AGENT_UID = 54329
+HOST_UID = 54330
+
+FAKE_DAEMON = r"""
+import http.server, json, os, socketserver, sys, threading
+admin, agent, source, calls, mode = sys.argv[1:6]
+if mode == "crash":
+    print("fake daemon: SSE_DIFFICULTY='9' is not a difficulty", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def address_string(self):
+        return "unix"
+
+    def send(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def record(self, text):
+        with open(calls, "a") as f:
+            f.write(text + "\n")
+
+    def do_GET(self):
+        self.record("GET " + self.path)
+        if self.path == "/version":
+            return self.send(200, {"version": "fake"})
+        if self.path == "/project":
+            return self.send(200, {"id": "t", "project": "p", "language": "c", "source": source,
+                                   "task_description": {}, "scripts": {}})
+        if self.path == "/capabilities":
+            return self.send(200, {"can_build": True, "can_run_poc": True, "poc_count": 1,
+                                   "has_function_test": True, "has_intent_test": False})
+        self.send(404, {"error": "no route", "code": "not_found"})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.record("POST " + self.path + " " + body.decode())
+        if self.path == "/admin/agent_exited":
+            return self.send(200, {"success": True, "killed": 0})
+        if self.path == "/prepare_grading":
+            if mode == "slow-grading":
+                import time
+                time.sleep(600)
+            return self.send(200, {"success": True, "patch_bytes": 0})
+        if self.path.startswith("/tool/bencher"):
+            with open(os.path.join(source, "lib.txt")) as f:
+                fixed = "fixed" in f.read()
+            code = 0 if fixed or "run_poc" not in self.path else 1
+            err = "" if code == 0 else "boom"
+            return self.send(200, {"code": code, "stdout": "", "stderr": err})
+        self.send(404, {"error": "no route", "code": "not_found"})
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+for path in (admin, agent):
+    if os.path.exists(path):
+        os.unlink(path)
+os.makedirs(os.path.dirname(admin), exist_ok=True)
+servers = [Server(admin, Handler), Server(agent, Handler)]
+os.chmod(agent, 0o666)
+threading.Thread(target=servers[1].serve_forever, daemon=True).start()
+print("fake daemon: listening", flush=True)
+servers[0].serve_forever()
+"""
+
+FAKE_MCP = r"""
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+print("fake mcp: listening", flush=True)
+time.sleep(100000)
+"""
+
+LAUNCH = r"""
+import json, sys
+from pathlib import Path
+from ssebench.daemon.entrypoint import Entrypoint, Settings
+from ssebench.daemon.entrypoint._settings import ModelUser
+c = json.loads(sys.argv[1])
+settings = Settings(
+    agent_command=c["command"], timeout=c["timeout"], keep_alive=c["keep_alive"],
+    results_dir=Path(c["results"]), archive_dir=Path(c["archive"]),
+    admin_socket=Path(c["admin"]), agent_socket=c["agent_socket"], mcp_port=c["mcp_port"],
+    model=ModelUser(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
+    mcp_argv=c["mcp_argv"], start_timeout=c["start_timeout"], evaluator_grace=5.0,
+)
+sys.exit(Entrypoint(settings).run())
+"""
+
+
+@dataclass
+class Layout:
+    """A run's directories, laid out like the container's, under one temporary folder."""
+
+    base: Path
+    results: Path
+    archive: Path
+    source: Path
+    sockets: Path
+    model: ModelUser
+    host: tuple[int, int]
+    calls: Path
+    mcp_port: int = field(default_factory=free_port)
+
+    def chown(self, path: Path, uid: int) -> None:
+        if ROOT:
+            os.chown(path, uid, uid)
+
+
+@pytest.fixture
+def layout() -> Iterator[Layout]:
+    base = Path(tempfile.mkdtemp(prefix="sse-ep-", dir="/tmp"))
+    base.chmod(0o755)
+    results = base / "results"
+    results.mkdir(mode=0o711)
+    archive = results / "archive"
+    archive.mkdir()
+    (results / "result.json").touch()
+    source = base / "src"
+    source.mkdir()
+    (source / "lib.txt").write_text("bug\n")
+    sockets = base / "run"
+    if ROOT:
+        model = ModelUser(name="sse-test-model", uid=AGENT_UID, gid=AGENT_UID, home=str(base))
+        host = (HOST_UID, HOST_UID)
+        os.chown(source, AGENT_UID, AGENT_UID)
+        os.chown(source / "lib.txt", AGENT_UID, AGENT_UID)
+        for path in (results, archive, results / "result.json"):
+            os.chown(path, *host)
+    else:
+        model = ModelUser(name="me", uid=os.geteuid(), gid=os.getegid(), home=str(base))
+        host = (os.geteuid(), os.getegid())
+    yield Layout(
+        base=base,
+        results=results,
+        archive=archive,
+        source=source,
+        sockets=sockets,
+        model=model,
+        host=host,
+        calls=base / "calls.txt",
+    )
+    if ROOT:
+        subprocess.run(["pkill", "-KILL", "-U", str(AGENT_UID)], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass
+class Ran:
+    """A finished (or still running) entrypoint process."""
+
+    proc: subprocess.Popen[bytes]
+    layout: Layout
+    seconds: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+
+    def result(self) -> Result:
+        return read_json(self.layout.results / "result.json", Result)
+
+    def calls(self) -> list[str]:
+        return self.layout.calls.read_text().splitlines() if self.layout.calls.exists() else []
+
+
+Start = Callable[..., Ran]
+
+
+@pytest.fixture
+def start(layout: Layout) -> Iterator[Start]:
+    procs: list[subprocess.Popen[bytes]] = []
+    daemon_script = layout.base / "fake_daemon.py"
+    daemon_script.write_text(FAKE_DAEMON)
+    mcp_script = layout.base / "fake_mcp.py"
+    mcp_script.write_text(FAKE_MCP)
+
+    def launch(
+        script: str,
+        *,
+        timeout: float = 60,
+        keep_alive: bool = False,
+        daemon_mode: str = "ok",
+        mcp_argv: list[str] | None = None,
+        environ: dict[str, str] | None = None,
+        wait: bool = True,
+    ) -> Ran:
+        admin = layout.sockets / "admin.sock"
+        agent_socket = str(layout.base / "sse.sock")
+        config = {
+            "command": ["/bin/bash", "-c", textwrap.dedent(script)],
+            "timeout": timeout,
+            "keep_alive": keep_alive,
+            "results": str(layout.results),
+            "archive": str(layout.archive),
+            "admin": str(admin),
+            "agent_socket": agent_socket,
+            "mcp_port": layout.mcp_port,
+            "model": vars(layout.model),
+            "environ": {
+                "PATH": f"/opt/ssebench/bin:{os.environ['PATH']}",
+                "SSE_API_KEY": "sk-test-key",
+                "SSE_BASE_URL": "http://proxy.invalid",
+                "SSE_MODEL_NAME": "test-model",
+                "SSE_RESULTS": str(layout.results),
+                "SSE_ARCHIVE": str(layout.archive),
+                "SSE_DIFFICULTY": "2",
+                "SSE_KEEP_ALIVE": "0",
+                "TIMEOUT": str(timeout),
+                "JAVA_HOME": "/usr/lib/jvm/x",
+                "PYTHONPATH": "/opt/ssebench/lib",
+                **(environ or {}),
+            },
+            "daemon_argv": [
+                sys.executable,
+                str(daemon_script),
+                str(admin),
+                agent_socket,
+                str(layout.source),
+                str(layout.calls),
+                daemon_mode,
+            ],
+            "mcp_argv": mcp_argv or [sys.executable, str(mcp_script), str(layout.mcp_port)],
+            "start_timeout": 30.0,
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        procs.append(proc)
+        ran = Ran(proc=proc, layout=layout)
+        if wait:
+            finish(ran)
+        return ran
+
+    yield launch
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def finish(ran: Ran, timeout: float = 120) -> Ran:
+    started = time.monotonic()
+    out, err = ran.proc.communicate(timeout=timeout)
+    ran.seconds = time.monotonic() - started
+    ran.stdout, ran.stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    return ran
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+# -- whole runs -----------------------------------------------------------------------
+
+
+def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_containers(
+    start: Start, layout: Layout
+) -> None:
+    ran = start(
+        """
+        echo "agent says hello"
+        id -u > "$SSE_ARCHIVE/uid"
+        pwd > "$SSE_ARCHIVE/cwd"
+        env > "$SSE_ARCHIVE/env"
+        read -t 1 line; echo "stdin: $?" > "$SSE_ARCHIVE/stdin"
+        exit 3
+        """
+    )
+    assert ran.proc.returncode == 3, ran.stderr
+    assert "agent says hello" in ran.stdout
+    assert "agent says hello" in (layout.results / "agent.log").read_text()
+    result = ran.result()
+    assert result.patch_result.status == "failed"
+    assert result.patch_result.pov_passed == 0 and result.patch_result.pov_total == 1
+    assert result.runtime_result.agent_exit_code == 3
+    assert not result.runtime_result.agent_timeout
+    assert (layout.results / ".graded").read_text() == "failed\n"
+    assert (layout.archive / "uid").read_text().strip() == str(layout.model.uid)
+    assert (layout.archive / "cwd").read_text().strip() == str(layout.source)
+    assert (layout.archive / "stdin").read_text().strip() != "0", "stdin must be closed"
+    env = dict(
+        line.split("=", 1)
+        for line in (layout.archive / "env").read_text().splitlines()
+        if "=" in line
+    )
+    assert env["SSE_API_KEY"] == "sk-test-key"
+    assert env["SSE_DAEMON_SOCKET"] == str(layout.base / "sse.sock")
+    assert env["HOME"] == layout.model.home and env["USER"] == layout.model.name
+    assert env["JAVA_HOME"] == "/usr/lib/jvm/x"
+    assert "/opt/ssebench" not in env["PATH"]
+    for hidden in ("SSE_RESULTS", "SSE_KEEP_ALIVE", "PYTHONPATH"):
+        assert hidden not in env
+    assert not any("admin.sock" in value for value in env.values())
+    calls = ran.calls()
+    assert calls.index("POST /admin/agent_exited {}") < calls.index("POST /prepare_grading {}")
+
+
+def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> None:
+    ran = start("echo fixed > lib.txt")
+    assert ran.proc.returncode == 0, ran.stderr
+    assert ran.result().patch_result.status == "passed"
+    for service in ("daemon", "MCP server"):
+        assert f"{service} ready after" in ran.stderr
+
+
+def test_an_agent_past_its_time_limit_is_killed_with_124_and_graded_anyway(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("echo started; sleep 600", timeout=2)
+    assert ran.proc.returncode == 124, ran.stderr
+    assert ran.seconds < 30
+    result = ran.result()
+    assert result.runtime_result.agent_timeout is True
+    assert result.runtime_result.agent_exit_code == 124
+    assert 1.5 < (result.runtime_result.agent_duration or 0) < 10
+    assert result.patch_result.status == "failed"
+    assert (layout.results / ".graded").exists()
+
+
+@needs_root
+def test_nothing_the_agent_left_running_survives_the_agent_phase(
+    start: Start, layout: Layout
+) -> None:
+    ran = start(
+        """
+        sleep 1000 &
+        setsid sleep 1001 &
+        (setsid bash -c 'trap "" TERM HUP; sleep 1002' &) &
+        nohup sleep 1003 >/dev/null 2>&1 &
+        sleep 0.3
+        exit 0
+        """
+    )
+    assert ran.proc.returncode == 0, ran.stderr
+    assert processes_of(AGENT_UID) == []
+    assert ran.result().patch_result.status == "failed"
+
+
+def test_a_stop_signal_in_the_agent_phase_exits_143_with_an_error_grade(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("echo running; sleep 600", wait=False)
+    wait_for(lambda: "running" in _read(layout.results / "agent.log"))
+    stopped = time.monotonic()
+    os.kill(ran.proc.pid, signal.SIGTERM)
+    finish(ran)
+    assert ran.proc.returncode == 143, ran.stderr
+    assert time.monotonic() - stopped < 20
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert result.patch_result.error_msg == "the run was stopped by SIGTERM during the agent phase"
+    assert (layout.results / ".graded").read_text() == "error\n"
+    if ROOT:
+        assert processes_of(AGENT_UID) == []
+
+
+def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("true", daemon_mode="slow-grading", wait=False)
+    wait_for(lambda: "POST /prepare_grading {}" in _read(layout.calls))
+    os.kill(ran.proc.pid, signal.SIGTERM)
+    finish(ran, timeout=20)
+    assert ran.proc.returncode == 143
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert "during the grading phase" in (result.patch_result.error_msg or "")
+    assert result.runtime_result.agent_exit_code == 0
+
+
+def test_a_daemon_that_does_not_start_ends_the_run_promptly_with_its_log(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("echo never > $SSE_ARCHIVE/ran", daemon_mode="crash")
+    assert ran.proc.returncode == 2
+    assert ran.seconds < 15
+    assert not (layout.archive / "ran").exists()
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert (result.patch_result.error_msg or "").startswith("the daemon exited with status 2")
+    assert "is not a difficulty" in (result.patch_result.error_log or "")
+    assert "is not a difficulty" in ran.stderr
+    assert (layout.results / ".graded").exists()
+
+
+def test_an_mcp_server_refusing_a_bad_difficulty_ends_the_run_with_a_clear_error(
+    start: Start, layout: Layout
+) -> None:
+    mcp = [sys.executable, "-m", "ssebench.daemon.mcp", "--port", str(layout.mcp_port)]
+    ran = start("true", mcp_argv=mcp, environ={"SSE_DIFFICULTY": "high"})
+    assert ran.proc.returncode == 2
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert "the MCP server exited with status 2" in (result.patch_result.error_msg or "")
+    assert "SSE_DIFFICULTY='high' is not a difficulty" in (result.patch_result.error_log or "")
+
+
+def test_keep_alive_writes_the_marker_and_stays_up_until_stopped(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("true", keep_alive=True, wait=False)
+    wait_for(lambda: (layout.results / ".graded").exists(), 60)
+    time.sleep(0.5)
+    assert ran.proc.poll() is None
+    assert ran.result().patch_result.status == "failed"
+    os.kill(ran.proc.pid, signal.SIGTERM)
+    finish(ran, timeout=20)
+    assert ran.proc.returncode == 143
+
+
+@needs_root
+def test_planted_links_in_the_archive_are_never_followed_when_handing_files_over(
+    start: Start, layout: Layout
+) -> None:
+    victim = layout.base / "passwd"
+    victim.write_text("root:x:0:0::/root:/bin/bash\n")
+    victim.chmod(0o644)
+    before = victim.stat()
+    ran = start(
+        f"""
+        ln -s {victim} "$SSE_ARCHIVE/passwd-link"
+        ln -s {layout.results}/result.json "$SSE_ARCHIVE/result-link"
+        ln -s /etc "$SSE_ARCHIVE/etc-link"
+        mkdir "$SSE_ARCHIVE/dialog" && echo '{{}}' > "$SSE_ARCHIVE/dialog/dialog.jsonl"
+        """
+    )
+    assert ran.proc.returncode == 0, ran.stderr
+    after = victim.stat()
+    assert victim.read_text() == "root:x:0:0::/root:/bin/bash\n"
+    assert (after.st_uid, after.st_gid, after.st_mode) == (
+        before.st_uid,
+        before.st_gid,
+        before.st_mode,
+    )
+    assert ran.result().patch_result.status == "failed", (
+        "result.json was not written through a link"
+    )
+    for name in ("passwd-link", "result-link", "etc-link", "dialog", "dialog/dialog.jsonl"):
+        info = os.lstat(layout.archive / name)
+        assert (info.st_uid, info.st_gid) == layout.host, name
+    assert Path("/etc").stat().st_uid == 0
+    for name in ("result.json", "agent.log", "daemon.log", "evaluator.log", ".graded"):
+        assert (layout.results / name).stat().st_uid == layout.host[0], name
+
+
+def test_a_missing_agent_command_is_refused_with_an_error_grade(layout: Layout) -> None:
+    env = dict(os.environ, SSE_RESULTS=str(layout.results))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ssebench.daemon.entrypoint"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert b"no agent command" in proc.stderr
+    result = read_json(layout.results / "result.json", Result)
+    assert result.patch_result.status == "error"
+    assert "no agent command" in (result.patch_result.error_msg or "")
+
+
+# -- pieces -------------------------------------------------------------------------
+
+
+def test_the_agents_environment_is_built_from_scratch() -> None:
+    model = ModelUser(name="model", uid=1000, gid=1000, home="/home/model")
+    env = agent_env(
+        {
+            "PATH": "/opt/ssebench/bin:/usr/local/go/bin:/usr/bin",
+            "HOME": "/root",
+            "SSE_API_KEY": "k",
+            "SSE_BASE_URL": "u",
+            "SSE_MODEL_NAME": "m",
+            "SSE_ARCHIVE": "/tmp/sse-archive",
+            "SSE_RESULTS": "/var/lib/ssebench/results",
+            "SSE_DIFFICULTY": "1",
+            "SSE_KEEP_ALIVE": "1",
+            "SSEBENCH_REGISTRY": "r",
+            "TIMEOUT": "60",
+            "GOPATH": "/go",
+            "LD_PRELOAD": "/evil.so",
+            "PYTHONHOME": "/opt/ssebench",
+            "SOCKET": "/run/ssebench/admin.sock",
+            "https_proxy": "http://proxy:3128",
+        },
+        model,
+        "/tmp/sse.sock",
+    )
+    assert env == {
+        "PATH": "/usr/local/go/bin:/usr/bin",
+        "HOME": "/home/model",
+        "USER": "model",
+        "LOGNAME": "model",
+        "SHELL": env["SHELL"],
+        "SSE_API_KEY": "k",
+        "SSE_BASE_URL": "u",
+        "SSE_MODEL_NAME": "m",
+        "SSE_ARCHIVE": "/tmp/sse-archive",
+        "SSE_DIFFICULTY": "1",
+        "SSE_DAEMON_SOCKET": "/tmp/sse.sock",
+        "TIMEOUT": "60",
+        "GOPATH": "/go",
+        "https_proxy": "http://proxy:3128",
+    }
+
+
+@needs_root
+def test_handing_over_re_owns_links_themselves_and_skips_hard_linked_files(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("keep\n")
+    tree = tmp_path / "results"
+    (tree / "archive" / "deep").mkdir(parents=True)
+    (tree / "result.json").write_text("{}")
+    (tree / "archive" / "deep" / "file").write_text("x")
+    (tree / "archive" / "link").symlink_to(outside)
+    (tree / "archive" / "dirlink").symlink_to(tmp_path)
+    os.link(outside, tree / "archive" / "hard")
+    done = hand_over(tree, HOST_UID, HOST_UID)
+    assert done.skipped == ["archive/hard"]
+    assert outside.stat().st_uid == 0 and tmp_path.stat().st_uid == 0
+    for name in ("result.json", "archive", "archive/deep/file", "archive/link", "archive/dirlink"):
+        assert os.lstat(tree / name).st_uid == HOST_UID, name
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

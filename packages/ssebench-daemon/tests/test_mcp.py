@@ -1,0 +1,252 @@
+"""The MCP server: what test_patch runs and says, on a fake daemon, the real one, and the SDK."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from ssebench.daemon._client import Reply
+from ssebench.daemon._client._api import DaemonApi, DaemonRefusedError
+from ssebench.daemon._gate import Action
+from ssebench.daemon._messages import BencherRequest, BencherResponse, CapabilitiesResponse
+from ssebench.daemon.mcp import TAIL_CHARS, LogStore, PatchTester
+
+from .conftest import Running, free_port
+
+EVERYTHING = CapabilitiesResponse(
+    can_build=True, can_run_poc=True, poc_count=3, has_function_test=True, has_intent_test=True
+)
+
+
+class FakeAgentApi:
+    """Agent-facing routes answering from a table of exit codes."""
+
+    def __init__(
+        self,
+        codes: dict[str, int] | None = None,
+        *,
+        caps: CapabilitiesResponse = EVERYTHING,
+        output: str = "",
+        refuse: dict[str, int] | None = None,
+    ) -> None:
+        self.codes = codes or {}
+        self.caps = caps
+        self.output = output
+        self.refuse = refuse or {}
+        self.calls: list[str] = []
+
+    def capabilities(self) -> CapabilitiesResponse:
+        return self.caps
+
+    def bencher(
+        self, action: Action, request: BencherRequest, *, timeout: float | None
+    ) -> BencherResponse:
+        assert not request.grading
+        name = action if request.poc is None else f"{action}:{request.poc}"
+        self.calls.append(name)
+        if name in self.refuse:
+            body = b'{"error": "withheld here", "code": "withheld"}'
+            raise DaemonRefusedError(name, Reply(self.refuse[name], body))
+        code = self.codes.get(name, 0)
+        return BencherResponse(code=code, stdout=self.output or f"{name} says hi\n", stderr="")
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> LogStore:
+    return LogStore(tmp_path)
+
+
+def test_at_difficulty_4_the_agent_is_told_nothing_may_be_checked(logs: LogStore) -> None:
+    api = FakeAgentApi()
+    answer = PatchTester(api, difficulty=4, logs=logs).run()
+    assert answer.startswith("NOTHING CHECKED")
+    assert "nothing may be checked" in answer
+    assert api.calls == []
+
+
+def test_at_difficulty_0_every_check_runs_in_order_and_passes(logs: LogStore) -> None:
+    api = FakeAgentApi()
+    answer = PatchTester(api, difficulty=0, logs=logs).run()
+    assert api.calls == [
+        "build",
+        "run_poc:0",
+        "run_poc:1",
+        "run_poc:2",
+        "intent_test",
+        "function_test",
+    ]
+    assert answer.startswith("test_patch: PASSED: all 6 checks that ran passed.")
+    assert "- PoC 3 of 3: PASSED" in answer
+
+
+def test_at_difficulty_2_only_the_build_and_function_tests_run(logs: LogStore) -> None:
+    api = FakeAgentApi()
+    answer = PatchTester(api, difficulty=2, logs=logs).run()
+    assert api.calls == ["build", "function_test"]
+    assert "PASSED" in answer
+    assert "not available at difficulty 2: intent tests, proofs of concept" in answer
+
+
+def test_the_pocs_stop_at_the_first_that_still_triggers(logs: LogStore) -> None:
+    api = FakeAgentApi({"run_poc:0": 1})
+    answer = PatchTester(api, difficulty=1, logs=logs).run()
+    assert api.calls == ["build", "run_poc:0", "function_test"]
+    assert answer.startswith("test_patch: FAILED: 1 of 3 checks that ran failed.")
+    assert "- PoC 1 of 3: FAILED (the bug still triggers: run.sh exited with status 1)" in answer
+    assert "- PoC 2-3 of 3: NOT RUN (stopped at the first PoC that still triggers)" in answer
+    assert "== PoC 1 of 3: output ==" in answer
+    assert "run_poc:0 says hi" in answer
+
+
+def test_a_failing_build_stops_every_other_check(logs: LogStore) -> None:
+    api = FakeAgentApi({"build": 2})
+    answer = PatchTester(api, difficulty=0, logs=logs).run()
+    assert api.calls == ["build"]
+    assert "- build: FAILED (the build failed: build.sh exited with status 2)" in answer
+    assert "- function tests: NOT RUN (not run: the build did not pass)" in answer
+
+
+def test_a_long_failing_log_is_cut_to_its_tail_and_saved_whole_for_the_agent(
+    logs: LogStore,
+) -> None:
+    output = "".join(f"line {n}\n" for n in range(5000))
+    api = FakeAgentApi({"function_test": 1}, output=output)
+    answer = PatchTester(api, difficulty=2, logs=logs).run()
+    assert "line 4999" in answer and "line 10\n" not in answer
+    saved = [p for p in logs.directory.iterdir()]
+    assert len(saved) == 1
+    assert f"full log: {saved[0]}" in answer
+    assert f"last {TAIL_CHARS} of" in answer
+    assert "line 0\n" in saved[0].read_text()
+    assert saved[0].stat().st_mode & 0o777 == 0o644
+    assert logs.directory.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_check_the_daemon_refuses_is_reported_as_refused(logs: LogStore) -> None:
+    api = FakeAgentApi(refuse={"build": 403})
+    answer = PatchTester(api, difficulty=3, logs=logs).run()
+    assert "- build: REFUSED (withheld here)" in answer
+    assert answer.startswith("test_patch: NOTHING CHECKED")
+
+
+def test_an_unreachable_daemon_is_described_not_raised(tmp_path: Path, logs: LogStore) -> None:
+    api = DaemonApi(str(tmp_path / "nothing.sock"))
+    answer = PatchTester(api, difficulty=0, logs=logs).run()
+    assert answer.startswith("ERROR: test_patch could not reach the SSEBench daemon")
+
+
+# -- the real daemon --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("difficulty", [0, 2])
+def test_the_real_daemon_fails_the_unmodified_tree_and_passes_the_fix(
+    start_daemon: Callable[..., Running], logs: LogStore, difficulty: int
+) -> None:
+    running = start_daemon(difficulty=difficulty)
+    tester = PatchTester(
+        DaemonApi(str(running.config.agent_socket)), difficulty=difficulty, logs=logs
+    )
+    before = tester.run()
+    (Path(running.daemon.task.source) / "lib.txt").write_text("fixed\n")
+    after = tester.run()
+    if difficulty == 0:
+        assert before.startswith("test_patch: FAILED")
+        assert "- PoC 1 of 2: FAILED" in before
+        assert "triggered by POC-ONE" in before
+        assert "- intent tests: FAILED" in before
+        assert after.startswith("test_patch: PASSED: all 5 checks that ran passed.")
+    else:
+        # Build and function tests cannot tell the bug from the fix: both pass.
+        assert before.startswith("test_patch: PASSED: all 2 checks that ran passed.")
+        assert after.startswith("test_patch: PASSED: all 2 checks that ran passed.")
+        assert "proofs of concept" in after and "POC-ONE" not in before
+
+
+# -- the server, through the SDK's own client ---------------------------------------
+
+
+@pytest.fixture
+def mcp_server(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], str]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(difficulty: str, agent_socket: Path) -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        env = dict(os.environ, SSE_DIFFICULTY=difficulty, SSE_DAEMON_SOCKET=str(agent_socket))
+        log = (tmp_path / f"mcp-{port}.log").open("wb")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ssebench.daemon.mcp",
+                "--port",
+                str(port),
+                "--log-dir",
+                str(tmp_path),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(proc)
+        return proc, f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(30)
+
+
+def wait_listening(proc: subprocess.Popen[bytes], url: str, seconds: float = 60) -> None:
+    """Until the server's port accepts connections (it binds before loading the SDK)."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the MCP server exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise AssertionError("the MCP server did not listen")
+
+
+async def _call_test_patch(url: str) -> str:
+    async with Client(url, read_timeout_seconds=300) as client:
+        tools = await client.list_tools()
+        assert [tool.name for tool in tools.tools] == ["test_patch"]
+        assert tools.tools[0].input_schema.get("properties", {}) == {}
+        result = await client.call_tool("test_patch", {})
+    assert not result.is_error
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_the_sdk_client_calls_test_patch_on_the_server(
+    start_daemon: Callable[..., Running],
+    mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]],
+) -> None:
+    running = start_daemon(difficulty=0)
+    proc, url = mcp_server("0", running.config.agent_socket)
+    wait_listening(proc, url)
+    answer = anyio.run(_call_test_patch, url)
+    assert answer.startswith("test_patch: FAILED")
+    assert "- PoC 1 of 2: FAILED" in answer
+
+
+def test_the_server_refuses_to_start_on_an_invalid_difficulty(
+    tmp_path: Path, mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]]
+) -> None:
+    started = time.monotonic()
+    proc, _ = mcp_server("7", tmp_path / "none.sock")
+    assert proc.wait(30) == 2
+    assert time.monotonic() - started < 10
+    logs = list(tmp_path.glob("mcp-*.log"))
+    assert "SSE_DIFFICULTY='7' is not a difficulty" in logs[0].read_text()
