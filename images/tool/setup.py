@@ -164,7 +164,7 @@ def create_accounts() -> tuple[int, set[str]]:
     if 0 not in passwd.ids():
         passwd.add(["root", "x" if shadow.exists else "*", "0", "0", "root", "/root", "/bin/sh"])
     if 0 not in group.ids():
-        group.add(["root", "x" if gshadow.exists else "", "0", ""])
+        group.add(["root", "x", "0", ""])
     taken = passwd.ids() | group.ids()
     runner_id = next((i for i in SYSTEM_IDS if i not in taken), None)
     if runner_id is None:
@@ -192,8 +192,10 @@ def create_accounts() -> tuple[int, set[str]]:
             NOLOGIN,
         ]
     )
-    group.add([MODEL, "x" if gshadow.exists else "", str(MODEL_ID), ""])
-    group.add([RUNNER, "x" if gshadow.exists else "", str(runner_id), ""])
+    # "x" even without /etc/gshadow: some C libraries (busybox's) skip a group whose
+    # password field is empty.
+    group.add([MODEL, "x", str(MODEL_ID), ""])
+    group.add([RUNNER, "x", str(runner_id), ""])
     for name in (MODEL, RUNNER):
         if shadow.exists:
             shadow.add([name, "!", "", "", "", "", "", "", ""])
@@ -483,11 +485,16 @@ def make_folder(path: Path, uid: int, gid: int, mode: int) -> None:
     own(path, uid, gid, mode)
 
 
-def make_folders(runner_gid: int) -> None:
-    """The runtime folders of DESIGN.md §4, and model's home."""
+def make_tmp() -> None:
+    """A sticky, world-writable /tmp where the image has none (git and tempfile need one)."""
     tmp = Path("/tmp")
     if not tmp.is_dir():
         make_folder(tmp, 0, 0, STICKY_SHARED)
+        say(f"made {tmp} (the image had none)")
+
+
+def make_folders(runner_gid: int) -> None:
+    """The runtime folders of DESIGN.md §4, and model's home."""
     make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, TASK_FOLDER)
     make_folder(Path(contract.SOCKET_DIR), 0, 0, PRIVATE)
     results = Path(contract.RESULTS_DIR)
@@ -503,6 +510,7 @@ def make_folders(runner_gid: int) -> None:
 def main() -> int:
     try:
         config = load_task_config(Path(contract.TASK_CONFIG))
+        make_tmp()
         runner_id, gone = create_accounts()
         disable_sudo_rules(gone - {MODEL, RUNNER})
         sweep()

@@ -1,0 +1,153 @@
+"""The builders against a real engine: cache reuse, partial rebuilds, failures, the commands.
+
+An unchanged rebuild is asserted from the builder's log (every step came from
+the engine's cache), never from a time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+from typer.testing import CliRunner
+
+from ssebench.backends.docker import (
+    BuildLine,
+    build_case,
+    build_tool,
+    build_tool_images,
+    case_image_name,
+)
+from ssebench.backends.docker.commands import build_case_app
+from ssebench.spec import ImageUnavailableError, Task, default_dataset, find_task, load_dataset
+
+from .conftest import DATASET
+
+BUSYBOX = "ssebench-test-busybox-only"
+
+
+@pytest.fixture
+def scratch_dataset(
+    tmp_path: Path, docker_client: docker.DockerClient, base_image: str
+) -> Iterator[Path]:
+    """A throw-away dataset `builders-test` holding a copy of the busybox-only task.
+
+    Every image tagged under it is removed afterwards.
+    """
+    dataset = tmp_path / "builders-test"
+    dataset.mkdir()
+    (dataset / "dataset.yaml").write_text('version: "1"\nname: builders-test\n')
+    shutil.copytree(DATASET / BUSYBOX, dataset / BUSYBOX, symlinks=True)
+    yield dataset
+    for image in docker_client.images.list(name="*/case/builders-test/*"):
+        for tag in image.tags:
+            docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_an_unchanged_rebuild_of_runtime_case_and_tool_rebuilds_no_layer(
+    docker_client: docker.DockerClient, tool_image: object, ssebench_home: Path
+) -> None:
+    tasks = load_dataset(default_dataset(ssebench_home))
+    first = build_tool_images(docker_client, tasks, ssebench_home)
+    again = build_tool_images(docker_client, tasks, ssebench_home)
+    assert [image.layer for image in again] == ["runtime"] + ["case", "tool"] * len(tasks)
+    assert [(image.tag, image.rebuilt) for image in again] == [(image.tag, ()) for image in again]
+    assert all(image.cached for image in again)
+    assert [image.image_id for image in again] == [image.image_id for image in first]
+    for image in again:
+        assert docker_client.images.get(image.tag).id == image.image_id
+
+
+@pytest.mark.docker
+def test_a_changed_task_file_rebuilds_only_the_steps_from_the_one_that_copies_it(
+    docker_client: docker.DockerClient, scratch_dataset: Path
+) -> None:
+    task = find_task(scratch_dataset, BUSYBOX)
+    build_case(docker_client, task)
+    (scratch_dataset / BUSYBOX / "sse" / "helpers" / "data.txt").write_text("changed\n")
+    lines: list[BuildLine] = []
+    image = build_case(docker_client, task, progress=lines.append)
+    assert [step.instruction for step in image.rebuilt] == [
+        "COPY sse/helpers/ /ssebench/helpers/",
+        "WORKDIR /work/project",
+    ]
+    cached = [line.step.instruction for line in lines if line.step and line.step.cached]
+    assert "COPY sse/reports/ /ssebench/reports/" in cached
+    assert image.tag == case_image_name(task) == "ssebench/case/builders-test/" + BUSYBOX + ":1"
+
+
+@pytest.mark.docker
+def test_force_runs_every_step_again(
+    docker_client: docker.DockerClient, scratch_dataset: Path
+) -> None:
+    task = find_task(scratch_dataset, BUSYBOX)
+    build_case(docker_client, task)
+    image = build_case(docker_client, task, force=True)
+    ran = [step.instruction for step in image.rebuilt]
+    assert any(instruction.startswith("RUN apt-get update") for instruction in ran)
+    assert "COPY sse/config.yaml /ssebench/config.yaml" in ran
+    assert not [step for step in image.steps if step.cached]
+
+
+@pytest.mark.docker
+def test_a_tool_layer_that_fails_names_the_layer_the_step_and_the_reason(
+    docker_client: docker.DockerClient, runtime_image: str, scratch_dataset: Path
+) -> None:
+    config = scratch_dataset / BUSYBOX / "sse" / "config.yaml"
+    config.write_text(config.read_text().replace("pocs/input.bin", "pocs/missing.bin"))
+    task: Task = find_task(scratch_dataset, BUSYBOX)
+    build_case(docker_client, task)
+    home = Path(__file__).resolve().parents[2]
+    with pytest.raises(ImageUnavailableError) as raised:
+        build_tool(docker_client, task, home)
+    message = str(raised.value)
+    assert message.startswith(f"tool layer (ssebench/tool/{BUSYBOX}:")
+    assert "failed at step 8/9 (RUN [" in message
+    assert "/ssebench/pocs/missing.bin is missing" in message
+
+
+@pytest.mark.docker
+def test_a_case_image_whose_dockerfile_fails_names_the_case_layer_and_its_step(
+    docker_client: docker.DockerClient, base_image: str, scratch_dataset: Path
+) -> None:
+    dockerfile = scratch_dataset / BUSYBOX / "Dockerfile"
+    dockerfile.write_text(
+        dockerfile.read_text().replace("COPY etc/ /out/etc/", "RUN echo broken >&2; exit 3")
+    )
+    with pytest.raises(ImageUnavailableError) as raised:
+        build_case(docker_client, find_task(scratch_dataset, BUSYBOX))
+    message = str(raised.value)
+    assert message.startswith(f"case layer (ssebench/case/builders-test/{BUSYBOX}:1) failed at")
+    assert "step 7/16 (RUN echo broken >&2; exit 3)" in message
+    assert "returned a non-zero code: 3" in message
+    assert "\nbroken" in message
+
+
+@pytest.mark.docker
+def test_build_case_lists_its_images_as_json_and_reports_them_cached_when_unchanged(
+    base_image: str,
+) -> None:
+    runner = CliRunner()
+    args = ["--local", str(DATASET), "--tasks", BUSYBOX, "--json"]
+    first = runner.invoke(build_case_app, args)
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(build_case_app, args)
+    assert again.exit_code == 0, again.output
+    listing = json.loads(again.stdout)
+    assert [(entry["layer"], entry["image"]) for entry in listing] == [
+        ("case", f"ssebench/case/images-test/{BUSYBOX}:1")
+    ]
+    assert listing[0]["cached"] is True and listing[0]["rebuilt_steps"] == 0
+    assert listing[0]["id"].startswith("sha256:")
+
+
+def test_build_case_names_an_unknown_task_and_fails() -> None:
+    result = CliRunner().invoke(build_case_app, ["--local", str(DATASET), "--tasks", "nope"])
+    assert result.exit_code == 1
+    assert "unknown task 'nope'" in result.stderr
