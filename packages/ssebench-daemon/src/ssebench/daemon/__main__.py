@@ -1,0 +1,7 @@
+"""`python -m ssebench.daemon`."""
+
+import sys
+
+from ssebench.daemon._server import main
+
+sys.exit(main())

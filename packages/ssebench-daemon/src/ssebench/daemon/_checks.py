@@ -1,0 +1,386 @@
+"""Running checks as `sse-runner` in fresh scratch copies, one at a time.
+
+For every check root makes `<scratch>/check-<n>/` (root:sse-runner 0710) with
+`src/` (a copy of the project owned by sse-runner), `home/` and `tmp/` (the
+runner's private HOME and TMPDIR) and `stage/` (root:sse-runner 0750), where
+root stages the hidden material the check needs just before it runs. During
+the agent phase the copy is the pristine project with the agent's diff
+applied (as sse-runner); a grading check copies `/ssebench-repo`, to which
+`prepare_grading` applied the final diff. After every check each sse-runner
+process is killed and its files in world-writable directories removed; the
+copy is removed too, except the last build's, where `run_poc` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from ssebench.daemon._config import DaemonConfig
+from ssebench.daemon._errors import BadRequestError, InternalError, NotFoundError
+from ssebench.daemon._gate import Action, task_has
+from ssebench.daemon._messages import BencherRequest, BencherResponse
+from ssebench.daemon._procs import (
+    CappedBuffer,
+    Identity,
+    ProcessKiller,
+    RunOutput,
+    child_env,
+    current_identity,
+    run,
+)
+from ssebench.daemon._results_log import CheckLog, ResultsLog
+from ssebench.daemon._tree import copy_tree, remove_tree
+from ssebench.spec import TaskConfig
+
+SWEEP_DIRS: Final = ("/tmp", "/var/tmp", "/dev/shm")
+"""World-writable directories cleared of sse-runner's files after every check."""
+
+ISOLATED_GIT_ENV: Final = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+"""Environment that keeps git away from system and user configuration."""
+
+
+@dataclass(frozen=True)
+class Privileges:
+    """Who runs what, and how their processes are killed; tests pass fakes."""
+
+    model: Identity
+    runner: Identity
+    killer: ProcessKiller
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    sweep_dirs: Sequence[str] = SWEEP_DIRS
+
+
+@dataclass
+class _Copy:
+    number: int
+    root: Path
+    grading: bool
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+
+class _Check:
+    """One check in progress: its directory, deadline, log and collected outputs."""
+
+    def __init__(self, runner: CheckRunner, number: int, log: CheckLog, timeout: float) -> None:
+        self.runner = runner
+        self.number = number
+        self.log = log
+        self.root = runner.config.scratch_dir / f"check-{number:04d}"
+        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def env(self) -> dict[str, str]:
+        priv = self.runner.privileges
+        env = child_env(self.runner.environ, priv.runner, extra=priv.extra_env)
+        env.update(ISOLATED_GIT_ENV)
+        env.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
+        return env
+
+    async def step(self, label: str, argv: Sequence[str], cwd: Path) -> RunOutput:
+        """Run one command as sse-runner, within what is left of the time limit."""
+        runner = self.runner
+        if self.remaining() <= 0:
+            output = _daemon_output(argv, "the check's time limit was reached", runner.limit)
+            output.timed_out = True
+        else:
+            try:
+                output = await run(
+                    argv,
+                    identity=runner.privileges.runner,
+                    cwd=cwd,
+                    env=self.env(),
+                    timeout=self.remaining(),
+                    limit=runner.limit,
+                    umask=0o077,
+                )
+            except OSError as exc:
+                output = _daemon_output(argv, f"cannot start: {exc.strerror or exc}", runner.limit)
+        if output.timed_out:
+            output.code = -1
+            output.stderr.write(
+                f"\nssebench: check stopped after {self.timeout:g} s "
+                f"(the limit SSE_CHECK_TIMEOUT)\n".encode()
+            )
+        self.log.command(label, output)
+        return output
+
+    async def stage(self, source: Path, name: str) -> Path:
+        """Copy one file of hidden material into `stage/`, readable by the runner."""
+        target = self.root / "stage" / name
+        await asyncio.to_thread(shutil.copyfile, source, target, follow_symlinks=False)
+        self._hand_over(target)
+        return target
+
+    def stage_bytes(self, data: bytes, name: str) -> Path:
+        target = self.root / "stage" / name
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        self._hand_over(target)
+        return target
+
+    def _hand_over(self, path: Path) -> None:
+        path.chmod(0o640)
+        if os.geteuid() == 0:
+            os.chown(path, 0, self.runner.privileges.runner.gid)
+
+
+def _daemon_output(argv: Sequence[str], message: str, limit: int) -> RunOutput:
+    out, err = CappedBuffer(limit), CappedBuffer(limit)
+    err.write(f"ssebench: {message}\n".encode())
+    return RunOutput(argv=list(argv), code=-1, stdout=out, stderr=err)
+
+
+def _response(output: RunOutput, *, note: str | None = None) -> BencherResponse:
+    stderr = output.stderr.text()
+    if note:
+        stderr = f"{stderr}{'' if not stderr or stderr.endswith(chr(10)) else chr(10)}{note}\n"
+    return BencherResponse(
+        code=output.code,
+        stdout=output.stdout.text(),
+        stderr=stderr,
+        truncated=output.truncated,
+        timed_out=output.timed_out,
+    )
+
+
+AgentPatch = Callable[[], Awaitable[bytes]]
+"""Returns the agent's current diff (binary git diff against the initial commit)."""
+
+
+class CheckRunner:
+    """Runs bencher actions; one at a time."""
+
+    def __init__(
+        self,
+        *,
+        config: DaemonConfig,
+        task: TaskConfig,
+        privileges: Privileges,
+        results: ResultsLog,
+        agent_patch: AgentPatch,
+        environ: Mapping[str, str],
+        git: str = "git",
+    ) -> None:
+        self.config = config
+        self.task = task
+        self.privileges = privileges
+        self.results = results
+        self.agent_patch = agent_patch
+        self.environ = environ
+        self.git = git
+        self.limit = config.max_stream_bytes
+        self.lock = asyncio.Lock()
+        self._last_build: _Copy | None = None
+
+    async def reset(self) -> None:
+        """Start a fresh check session: kill the runner's processes, forget every copy."""
+        async with self.lock:
+            await self._kill_runner()
+            self._last_build = None
+            if self.config.scratch_dir.is_dir():
+                for entry in self.config.scratch_dir.iterdir():
+                    await remove_tree(entry)
+
+    async def run(self, action: Action, request: BencherRequest) -> BencherResponse:
+        """Run one action (the caller checked the gate and who may ask for grading).
+
+        Raises:
+            NotFoundError: the task has no such check.
+            BadRequestError: an unknown PoC.
+            InternalError: the scratch copy could not be made.
+        """
+        if not task_has(self.task, action):
+            raise NotFoundError(f"this task has no {action} check", code="not_found")
+        pocs = self._select_pocs(request.poc) if action == "run_poc" else []
+        async with self.lock:
+            number, log = self.results.next(action)
+            check = _Check(self, number, log, self.config.check_timeout)
+            log.note(f"{action} (grading: {str(request.grading).lower()})")
+            keep = False
+            try:
+                await self._kill_runner()
+                await self._make_dirs(check)
+                if action == "run_poc":
+                    return await self._run_poc(check, pocs, grading=request.grading)
+                response, keep = await self._run_in_copy(check, action, grading=request.grading)
+                return response
+            finally:
+                await self._kill_runner()
+                await self._sweep()
+                if keep:
+                    await remove_tree(check.root / "stage")
+                else:
+                    await remove_tree(check.root)
+
+    # -- the actions -------------------------------------------------------------
+
+    async def _run_in_copy(
+        self, check: _Check, action: Action, *, grading: bool
+    ) -> tuple[BencherResponse, bool]:
+        if action == "build" and self._last_build is not None:
+            await remove_tree(self._last_build.root)
+            self._last_build = None
+        failed = await self._fresh_copy(check, grading=grading)
+        if failed is not None:
+            return failed, False
+        src = check.root / "src"
+        scripts = self.task.scripts
+        if action == "build":
+            assert scripts.build is not None
+            output = await check.step("build", self._script(scripts.build), src)
+            self._last_build = _Copy(check.number, check.root, grading)
+            return _response(output), True
+        if action == "intent_test":
+            future = self.task.files.future_test
+            assert future is not None
+            staged = await check.stage(self.config.task_dir / future, "test.diff")
+            applied = await check.step(
+                "apply the hidden tests", [self.git, "apply", "-p1", str(staged)], src
+            )
+            await remove_tree(staged)
+            if applied.code != 0:
+                note = "ssebench: the hidden tests do not apply to this tree"
+                return _response(applied, note=note), False
+        assert scripts.test is not None
+        output = await check.step("test", self._script(scripts.test), src)
+        return _response(output), False
+
+    async def _run_poc(self, check: _Check, pocs: list[str], *, grading: bool) -> BencherResponse:
+        build = self._last_build
+        if build is None or build.grading != grading:
+            check.log.note("nothing was built")
+            return BencherResponse(
+                code=-1,
+                stdout="",
+                stderr="ssebench: nothing was built: run the build action first\n",
+            )
+        check.log.note(f"in the copy of check {build.number}")
+        assert self.task.scripts.run is not None
+        outputs: list[tuple[str, RunOutput]] = []
+        for index, poc in enumerate(pocs):
+            staged = await check.stage(self.config.task_dir / poc, f"poc-{index}-{Path(poc).name}")
+            output = await check.step(
+                f"poc {poc}", [*self._script(self.task.scripts.run), str(staged)], build.src
+            )
+            await remove_tree(staged)
+            outputs.append((poc, output))
+            if output.timed_out:
+                break
+        if len(outputs) == 1:
+            return _response(outputs[0][1])
+        code = next((out.code for _, out in outputs if out.code != 0), 0)
+        stdout = "".join(
+            f"== PoC {n} ==\n{out.stdout.text()}" for n, (_, out) in enumerate(outputs)
+        )
+        stderr = "".join(
+            f"== PoC {n} ==\n{out.stderr.text()}" for n, (_, out) in enumerate(outputs)
+        )
+        return BencherResponse(
+            code=code,
+            stdout=stdout,
+            stderr=stderr,
+            truncated=any(out.truncated for _, out in outputs),
+            timed_out=any(out.timed_out for _, out in outputs),
+        )
+
+    def _select_pocs(self, poc: str | int | None) -> list[str]:
+        listed = self.task.files.poc
+        if poc is None:
+            return list(listed)
+        if isinstance(poc, int):
+            if 0 <= poc < len(listed):
+                return [listed[poc]]
+            raise BadRequestError(f"no PoC number {poc}: this task has {len(listed)} (from 0)")
+        if poc in listed:
+            return [poc]
+        raise BadRequestError(
+            "unknown PoC: give its path from the task config or its index "
+            f"(0 to {len(listed) - 1}), or leave 'poc' out to run them all"
+        )
+
+    # -- the copy ------------------------------------------------------------------
+
+    async def _make_dirs(self, check: _Check) -> None:
+        runner = self.privileges.runner
+        root = check.root
+        await remove_tree(root)
+        self.config.scratch_dir.mkdir(mode=0o710, parents=True, exist_ok=True)
+        root.mkdir(mode=0o710)
+        (root / "stage").mkdir(mode=0o750)
+        (root / "home").mkdir(mode=0o700)
+        (root / "tmp").mkdir(mode=0o700)
+        if os.geteuid() == 0:
+            os.chown(root, 0, runner.gid)
+            os.chown(root / "stage", 0, runner.gid)
+            os.chown(root / "home", runner.uid, runner.gid)
+            os.chown(root / "tmp", runner.uid, runner.gid)
+
+    async def _fresh_copy(self, check: _Check, *, grading: bool) -> BencherResponse | None:
+        """Make `src/`; None when ready, else the answer explaining why not."""
+        runner = self.privileges.runner
+        owner = (runner.uid, runner.gid) if os.geteuid() == 0 else None
+        try:
+            await copy_tree(
+                self.config.repo_dir, check.root / "src", owner=owner, environ=self.environ
+            )
+        except OSError as exc:
+            check.log.note(f"the scratch copy failed: {exc}")
+            raise InternalError(f"cannot make the scratch copy: {exc}") from exc
+        if grading:
+            return None
+        patch = await self.agent_patch()
+        if not patch:
+            check.log.note("the agent's diff is empty")
+            return None
+        staged = check.stage_bytes(patch, "agent.patch")
+        applied = await check.step(
+            "apply the agent's diff",
+            [self.git, "apply", "--binary", "--whitespace=nowarn", str(staged)],
+            check.root / "src",
+        )
+        if applied.code == 0:
+            return None
+        return _response(applied, note="ssebench: your diff does not apply to the pristine project")
+
+    def _script(self, relative: str) -> list[str]:
+        path = self.config.task_dir / relative
+        if os.access(path, os.X_OK):
+            return [str(path)]
+        return ["bash", str(path)]
+
+    # -- cleaning up ---------------------------------------------------------------
+
+    async def _kill_runner(self) -> None:
+        await self.privileges.killer.kill_all(self.privileges.runner)
+
+    async def _sweep(self) -> None:
+        """Remove what sse-runner left in world-writable directories."""
+        uid = self.privileges.runner.uid
+        if uid in (0, current_identity().uid):
+            return
+        for directory in self.privileges.sweep_dirs:
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(directory):
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid == uid:
+                            await remove_tree(Path(entry.path))

@@ -1,0 +1,432 @@
+"""The daemon's state and what each route does, shared by every listener.
+
+Listeners differ only in privilege (`admin`): the HTTP layer passes it in and
+this module decides what it allows (DESIGN.md §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from ssebench.daemon._checks import ISOLATED_GIT_ENV, CheckRunner, Privileges
+from ssebench.daemon._config import DaemonConfig
+from ssebench.daemon._diff import DiffTaker
+from ssebench.daemon._errors import (
+    BadRequestError,
+    ConflictError,
+    ForbiddenError,
+    InternalError,
+    NotFoundError,
+)
+from ssebench.daemon._gate import ACTIONS, Action, allowed, task_has
+from ssebench.daemon._messages import (
+    AgentExitedResponse,
+    BashRequest,
+    BashResponse,
+    BencherRequest,
+    BencherResponse,
+    CapabilitiesResponse,
+    DiffResponse,
+    FilesResponse,
+    FinalDiffResponse,
+    PrepareGradingResponse,
+    ProjectResponse,
+    PublicDescription,
+    PublicScripts,
+    ReferencePatchResponse,
+    VersionResponse,
+)
+from ssebench.daemon._procs import Identity, child_env, current_identity, read_as, run
+from ssebench.daemon._results_log import ResultsLog
+from ssebench.daemon._shell import Shell
+from ssebench.spec import DecodeError, Result, TaskConfig, contract, read_json
+
+log = logging.getLogger("ssebench.daemon")
+
+MAX_DIALOG_BYTES: Final = 64 << 20
+"""Largest dialog.jsonl the daemon reads."""
+
+
+def daemon_version() -> str:
+    """The installed ssebench-daemon's version."""
+    try:
+        return metadata.version("ssebench-daemon")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _task_file(task_dir: Path, relative: str) -> Path:
+    """A path from the task config, which must stay inside the task directory.
+
+    Raises:
+        InternalError: it does not.
+    """
+    path = Path(os.path.normpath(task_dir / relative))
+    if not path.is_relative_to(task_dir) or path == task_dir:
+        raise InternalError(f"the task config names a file outside {task_dir}: {relative!r}")
+    return path
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+class Daemon:
+    """Everything the listeners share: configuration, checks, the shell, the diff."""
+
+    def __init__(
+        self,
+        *,
+        config: DaemonConfig,
+        task: TaskConfig,
+        privileges: Privileges,
+        environ: Mapping[str, str],
+        git: str = "git",
+    ) -> None:
+        self.config = config
+        self.task = task
+        self.privileges = privileges
+        self.environ = dict(environ)
+        self.git = git
+        self.source = Path(task.source)
+        self.agent_phase_over = False
+        self.final_patch: bytes | None = None
+        self._grading_lock = asyncio.Lock()
+        self.differ = DiffTaker(
+            source=self.source,
+            state_dir=config.state_dir,
+            environ=self.environ,
+            git=git,
+            extra_env=privileges.extra_env,
+        )
+        self.results = ResultsLog(config.results_dir)
+        self.checks = CheckRunner(
+            config=config,
+            task=task,
+            privileges=privileges,
+            results=self.results,
+            agent_patch=self.differ.diff,
+            environ=self.environ,
+            git=git,
+        )
+        shell_env = child_env(
+            self.environ,
+            privileges.model,
+            keep=(contract.ENV_DAEMON_SOCKET, contract.ENV_ARCHIVE),
+            extra=privileges.extra_env,
+        )
+        shell_env[contract.ENV_DAEMON_SOCKET] = str(config.agent_socket)
+        self.shell = Shell(
+            identity=privileges.model,
+            cwd=self.source,
+            env=shell_env,
+            limit=config.max_stream_bytes,
+        )
+        self._project: ProjectResponse | None = None
+
+    async def start(self) -> None:
+        """Take the diff baseline and read the public project description.
+
+        Call before any listener binds.
+
+        Raises:
+            InternalError: the baseline cannot be taken or a task file is missing.
+        """
+        baseline = await self.differ.snapshot()
+        log.info("diff baseline taken: tree %s", baseline)
+        self._project = self._load_project()
+
+    async def close(self) -> None:
+        """Stop the shell."""
+        await self.shell.stop()
+
+    # -- reading -----------------------------------------------------------------
+
+    def version(self) -> VersionResponse:
+        """`GET /version`."""
+        return VersionResponse(version=daemon_version())
+
+    def _load_project(self) -> ProjectResponse:
+        task, task_dir = self.task, self.config.task_dir
+        reports = [
+            _read_text(_task_file(task_dir, report))
+            for report in task.task_description.crash_report
+        ]
+        scripts = task.scripts
+        return ProjectResponse(
+            id=task.id,
+            project=task.project,
+            language=task.language,
+            source=task.source,
+            task_description=PublicDescription(
+                issue=task.task_description.issue,
+                crash_report=reports,
+                bug_description=task.task_description.bug_description,
+            ),
+            scripts=PublicScripts(
+                build=_read_text(_task_file(task_dir, scripts.build)) if scripts.build else None,
+                test=_read_text(_task_file(task_dir, scripts.test)) if scripts.test else None,
+            ),
+        )
+
+    def project(self) -> ProjectResponse:
+        """`GET /project`: public metadata only."""
+        if self._project is None:
+            self._project = self._load_project()
+        return self._project
+
+    def capabilities(self, *, admin: bool) -> CapabilitiesResponse:
+        """`GET /capabilities`: what this listener allows and the task has."""
+        may = allowed(None if admin else self.config.difficulty)
+
+        def can(action: Action) -> bool:
+            return action in may and task_has(self.task, action)
+
+        return CapabilitiesResponse(
+            can_build=can("build"),
+            can_run_poc=can("run_poc"),
+            poc_count=len(self.task.files.poc) if can("run_poc") else 0,
+            has_function_test=can("function_test"),
+            has_intent_test=can("intent_test"),
+        )
+
+    async def diff(self) -> DiffResponse:
+        """`GET /diff`."""
+        return DiffResponse(diff=(await self.differ.diff()).decode("utf-8", errors="replace"))
+
+    async def files(self) -> FilesResponse:
+        """`GET /files`."""
+        return FilesResponse(files=await self.differ.files())
+
+    def final_diff(self) -> FinalDiffResponse:
+        """`GET /final_diff`.
+
+        Raises:
+            ConflictError: grading has not been prepared yet.
+        """
+        if self.final_patch is None:
+            raise ConflictError("no final diff yet: grading has not been prepared")
+        return FinalDiffResponse(diff=self.final_patch.decode("utf-8", errors="replace"))
+
+    async def dialog(self, since: int) -> tuple[list[msgspec.Raw], int]:
+        """`GET /agent/dialog`: entries of dialog.jsonl from `since` on (read as `model`).
+
+        Raises:
+            BadRequestError: `since` is negative.
+            InternalError: the file cannot be read.
+        """
+        if since < 0:
+            raise BadRequestError("'since' must be 0 or more")
+        path = self.config.archive_dir / "dialog.jsonl"
+        try:
+            data = await read_as(self.privileges.model, path, limit=MAX_DIALOG_BYTES)
+        except OSError as exc:
+            raise InternalError(str(exc)) from exc
+        lines = [line for line in (data or b"").splitlines() if line.strip()]
+        entries = []
+        for line in lines[since:]:
+            try:
+                msgspec.json.decode(line)
+            except msgspec.DecodeError:
+                line = msgspec.json.encode(line.decode("utf-8", errors="replace"))
+            entries.append(msgspec.Raw(line))
+        return entries, len(lines)
+
+    def result(self) -> Result:
+        """`GET /result`: the grade, once the evaluator wrote it.
+
+        Raises:
+            NotFoundError: there is no grade yet.
+            InternalError: result.json is unreadable.
+        """
+        path = self.config.results_dir / "result.json"
+        if not path.is_file():
+            raise NotFoundError("no grade yet: result.json has not been written")
+        try:
+            return read_json(path, Result)
+        except DecodeError as exc:
+            raise InternalError(f"result.json is not a valid grade: {exc}") from exc
+
+    def reference_patch(self, *, admin: bool) -> ReferencePatchResponse:
+        """`GET /reference/patch` (admin only, at all times).
+
+        Raises:
+            ForbiddenError: asked on an agent-facing listener.
+        """
+        self.require_admin(admin, "the reference patch")
+        path = _task_file(self.config.task_dir, self.task.files.patch)
+        return ReferencePatchResponse(diff=_read_text(path))
+
+    # -- tools ---------------------------------------------------------------------
+
+    def _tool_allowed(self, admin: bool) -> None:
+        if not admin and self.agent_phase_over:
+            raise ForbiddenError(
+                "the agent phase is over: tools are refused", code="agent_phase_over"
+            )
+
+    @staticmethod
+    def require_admin(admin: bool, what: str) -> None:
+        """Refuse unless on the admin socket.
+
+        Raises:
+            ForbiddenError: on an agent-facing listener (code `admin_only`).
+        """
+        if not admin:
+            raise ForbiddenError(f"{what} is for the admin socket only", code="admin_only")
+
+    def check_bash(self, *, admin: bool, action: str | None) -> None:
+        """Refuse a bash call before its body is read.
+
+        Raises:
+            ForbiddenError: the agent phase is over on an agent-facing listener.
+            BadRequestError: an action other than `execute`.
+        """
+        self._tool_allowed(admin)
+        if action not in (None, "execute"):
+            raise BadRequestError(f"unknown action {action!r} for bash: its action is 'execute'")
+
+    async def bash(self, request: BashRequest) -> BashResponse:
+        """`POST /tool/bash`: one command in the persistent shell as `model`.
+
+        Raises:
+            BadRequestError: a timeout that is not positive, or a NUL in the command.
+            InternalError: bash cannot be started.
+        """
+        timeout = self.config.check_timeout if request.timeout is None else request.timeout
+        if not timeout > 0:
+            raise BadRequestError("'timeout' must be a positive number of seconds")
+        try:
+            output = await self.shell.execute(request.command, timeout=timeout)
+        except OSError as exc:
+            raise InternalError(f"cannot start bash: {exc}") from exc
+        return BashResponse(
+            code=output.code,
+            stdout=output.stdout.text(),
+            stderr=output.stderr.text(),
+            truncated=output.truncated,
+            timed_out=output.timed_out,
+        )
+
+    def check_bencher(self, *, admin: bool, action: str | None) -> Action:
+        """Refuse a bencher call before its body is read.
+
+        Returns:
+            The action.
+
+        Raises:
+            ForbiddenError: agent phase over, or withheld by the difficulty.
+            BadRequestError: a missing or unknown action.
+        """
+        self._tool_allowed(admin)
+        if action not in ACTIONS:
+            given = "no action" if action is None else f"unknown action {action!r}"
+            raise BadRequestError(
+                f"{given} for bencher: use ?action= with one of {', '.join(ACTIONS)}"
+            )
+        if action not in allowed(None if admin else self.config.difficulty):
+            raise ForbiddenError(
+                f"{action} is withheld at difficulty {self.config.difficulty}", code="withheld"
+            )
+        return action
+
+    async def bencher(
+        self, action: Action, request: BencherRequest, *, admin: bool
+    ) -> BencherResponse:
+        """`POST /tool/bencher`: one check (after `check_bencher`).
+
+        Raises:
+            ForbiddenError: `grading` asked for on an agent-facing listener.
+            NotFoundError: the task has no such check.
+            BadRequestError: an unknown PoC.
+            InternalError: the scratch copy failed.
+        """
+        if request.grading:
+            self.require_admin(admin, "grading")
+        return await self.checks.run(action, request)
+
+    # -- admin ---------------------------------------------------------------------
+
+    async def agent_exited(self, *, admin: bool) -> AgentExitedResponse:
+        """`POST /admin/agent_exited`: end the agent phase; idempotent.
+
+        Raises:
+            ForbiddenError: asked on an agent-facing listener.
+        """
+        self.require_admin(admin, "ending the agent phase")
+        self.agent_phase_over = True
+        await self.shell.stop()
+        killed = await self.privileges.killer.kill_all(self.privileges.model)
+        log.info("agent phase over: %d model processes killed", killed)
+        return AgentExitedResponse(success=True, killed=killed)
+
+    async def prepare_grading(self, *, admin: bool) -> PrepareGradingResponse:
+        """`POST /prepare_grading`: fresh check session, final.patch and commits.log
+        written, the diff applied to `/ssebench-repo`. A second call answers the same.
+
+        Raises:
+            ForbiddenError: asked on an agent-facing listener.
+            ConflictError: the diff does not apply (code `patch_did_not_apply`).
+            InternalError: git failed or a file cannot be written.
+        """
+        self.require_admin(admin, "preparing grading")
+        async with self._grading_lock:
+            if self.final_patch is not None:
+                return PrepareGradingResponse(success=True, patch_bytes=len(self.final_patch))
+            await self.checks.reset()
+            patch = await self.differ.diff()
+            results = self.config.results_dir
+            results.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _write_private(results / "final.patch", patch)
+            commits = await self.differ.commits_log()
+            _write_private(results / "commits.log", commits.encode("utf-8", errors="replace"))
+            if patch:
+                await self._apply_to_repo(results / "final.patch")
+            self.final_patch = patch
+            log.info("grading prepared: %d bytes of diff applied", len(patch))
+            return PrepareGradingResponse(success=True, patch_bytes=len(patch))
+
+    async def _apply_to_repo(self, patch: Path) -> None:
+        env = {"PATH": child_env(self.environ, self.privileges.model)["PATH"], "HOME": "/"}
+        env.update(ISOLATED_GIT_ENV)
+        output = await run(
+            [self.git, "apply", "--binary", "--whitespace=nowarn", str(patch)],
+            identity=_root_or_self(),
+            cwd=self.config.repo_dir,
+            env=env,
+            timeout=600,
+            limit=self.config.max_stream_bytes,
+        )
+        _write_private(
+            self.config.results_dir / "prepare_grading.log",
+            f"$ git apply --binary final.patch (in {self.config.repo_dir})\n"
+            f"# exit code {output.code}\n{output.stdout.text()}{output.stderr.text()}".encode(),
+        )
+        if output.code != 0:
+            detail = output.stderr.text().strip()
+            raise ConflictError(
+                f"patch did not apply to {self.config.repo_dir}: {detail}",
+                code="patch_did_not_apply",
+            )
+
+
+def _root_or_self() -> Identity:
+    """The daemon's own user (root in a container)."""
+    return current_identity()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a file only root can read (replacing any that is there, never through a link)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    tmp.replace(path)
