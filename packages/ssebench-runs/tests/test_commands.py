@@ -331,12 +331,12 @@ def _modules_after(*args: str) -> set[str]:
 
 def test_results_as_json_imports_neither_a_backend_nor_rich(tmp_path: Any) -> None:
     loaded = _modules_after("results", "--json", "--dir", str(tmp_path))
-    assert not {"docker", "rich", "ssebench.backends.docker", "requests"} & loaded
+    assert not {"docker", "rich", "ssebench.backends.docker", "requests", "yaml"} & loaded
 
 
-def test_list_as_json_does_not_import_rich() -> None:
+def test_list_as_json_imports_neither_rich_nor_yaml() -> None:
     loaded = _modules_after("list", "--json", "--backend", "no-such-backend")
-    assert "rich" not in loaded
+    assert not {"rich", "yaml"} & loaded
 
 
 def test_the_public_names_are_sorted() -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-import yaml
 
 from ssebench.spec._errors import DecodeError, TaskConfigError
 
@@ -63,6 +62,8 @@ def load_yaml_file(path: Path, into: type[T]) -> T:
         TaskConfigError: the file is missing, not YAML, or does not match `into`;
             the message names the file and the offending key.
     """
+    import yaml  # here, not at the top: commands that read no YAML start faster without it
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -56,14 +56,18 @@ def get_backend(name: str) -> Backend[Any]:
         origins = "; ".join(f"{e.value} from {distribution_of(e)}" for e in candidates)
         raise UnknownBackendError(f"backend {name!r} is registered more than once: {origins}")
     entry = candidates[0]
-    origin = f"backend {name!r} ({entry.value} from {distribution_of(entry)})"
+
+    def origin() -> str:
+        # Only for errors: reading the distribution's metadata costs start-up time.
+        return f"backend {name!r} ({entry.value} from {distribution_of(entry)})"
+
     try:
         loaded = entry.load()
     except Exception as exc:
-        raise UnknownBackendError(f"{origin} failed to import: {exc}") from exc
+        raise UnknownBackendError(f"{origin()} failed to import: {exc}") from exc
     if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
-        raise UnknownBackendError(f"{origin} is not a subclass of ssebench.extensions.Backend")
+        raise UnknownBackendError(f"{origin()} is not a subclass of ssebench.extensions.Backend")
     try:
         return loaded()
     except Exception as exc:
-        raise UnknownBackendError(f"{origin} failed to start: {exc}") from exc
+        raise UnknownBackendError(f"{origin()} failed to start: {exc}") from exc
