@@ -98,6 +98,19 @@ def test_list_shows_a_table_for_people(invoke: Invoke, use_backend: UseBackend) 
     assert "r1" in outcome.out
 
 
+def test_a_table_in_a_narrow_terminal_keeps_each_run_on_one_whole_line(
+    invoke: Invoke, use_backend: UseBackend
+) -> None:
+    long_task = "a-task-with-a-rather-long-name-indeed"
+    use_backend(ListingBackend([fake_run("r1", extra_labels={labels.TASK_ID: long_task})]))
+    outcome = invoke("list", env={"COLUMNS": "40"})
+    row = [line for line in outcome.out.splitlines() if line.lstrip().startswith("r1 ")]
+    assert len(row) == 1
+    assert long_task in row[0]
+    assert "2025-01-02 03:04:05" in row[0]
+    assert "…" not in outcome.out
+
+
 def test_list_says_when_there_are_no_runs(invoke: Invoke, use_backend: UseBackend) -> None:
     use_backend(ListingBackend())
     outcome = invoke("list")

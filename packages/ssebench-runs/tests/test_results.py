@@ -130,13 +130,16 @@ def test_results_does_not_look_inside_a_run_directory(invoke: Invoke, results: P
     assert "running" not in outcome.err
 
 
-def test_results_shows_a_table_for_people(invoke: Invoke, results: Path) -> None:
-    outcome = invoke("results", "--dir", str(results), env={"COLUMNS": "160"})
+@pytest.mark.parametrize("columns", ["160", "40"])
+def test_results_shows_a_table_for_people(invoke: Invoke, results: Path, columns: str) -> None:
+    outcome = invoke("results", "--dir", str(results), env={"COLUMNS": columns})
     assert outcome.code == 0
     lines = outcome.out.splitlines()
     assert "RUN ID" in lines[0]
     assert [line.split()[0] for line in lines[1:]] == ["new", "mid", "old"]
     assert "1/2" in lines[1]
+    assert "2025-03-01 10:00:00" in lines[1]
+    assert "…" not in outcome.out
 
 
 def test_results_of_a_missing_folder_is_an_empty_list(invoke: Invoke, tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from rich.text import Text
 
 from ssebench.runs._entries import CheckOutcome, FinishedRun, RunEntry
 
+_UNLIMITED: Final = 100_000
+"""A width no table reaches: measuring with it gives a table's natural width."""
 _STATE_STYLE: Final = {"running": "bold green", "created": "cyan", "exited": "dim"}
 _STATUS_STYLE: Final = {"passed": "bold green", "failed": "bold red", "error": "bold yellow"}
 _CHECK_MARK: Final[dict[CheckOutcome, Text]] = {
@@ -35,8 +37,9 @@ def _state(run: RunEntry) -> Text:
 def runs_table(backend: str, runs: Sequence[RunEntry]) -> Table:
     """The runs of `runs list`, one row each, newest first."""
     table = Table(title=f"runs on the {backend} backend", title_justify="left", box=None)
-    for heading in ("RUN ID", "STATE", "TASK", "AGENT", "MODEL", "CREATED", "NAME"):
-        table.add_column(heading, no_wrap=heading in {"RUN ID", "CREATED"})
+    # The container's name is left to `inspect`.
+    for heading in ("RUN ID", "STATE", "TASK", "AGENT", "MODEL", "CREATED"):
+        table.add_column(heading, no_wrap=True)
     # Text, not markup: values come from labels and may hold brackets.
     for run in runs:
         table.add_row(
@@ -46,7 +49,6 @@ def runs_table(backend: str, runs: Sequence[RunEntry]) -> Table:
             Text(run.agent or "-"),
             Text(run.model or "-"),
             Text(_when(run.created_at)),
-            Text(run.name),
         )
     return table
 
@@ -78,7 +80,7 @@ def results_table(runs: Sequence[FinishedRun]) -> Table:
     """The finished runs of `runs results`, newest first, with each check's outcome."""
     table = Table(box=None)
     for heading in ("RUN ID", "STARTED", "TASK", "AGENT", "MODEL", "STATUS"):
-        table.add_column(heading, no_wrap=heading in {"RUN ID", "STARTED"})
+        table.add_column(heading, no_wrap=True)
     for heading in ("BUILD", "POC", "FUNC", "INTENT"):
         table.add_column(heading, justify="center", no_wrap=True)
     for run in runs:
@@ -102,5 +104,12 @@ def results_table(runs: Sequence[FinishedRun]) -> Table:
 
 
 def show(table: Table) -> None:
-    """Print a table on stdout."""
-    Console().print(table)
+    """Print a table on stdout, one line per row even when the terminal is narrower.
+
+    Like `docker ps`: a cell is never cut or folded; the terminal wraps long lines.
+    """
+    console = Console()
+    needed = console.measure(table, options=console.options.update_width(_UNLIMITED)).maximum
+    if needed > console.width:
+        console = Console(width=needed)
+    console.print(table)
