@@ -78,6 +78,13 @@ def results(tmp_path: Path) -> Path:
     record(root, "wrong-type", {**summary("x", "2025-01-01T00:00:00+00:00"), "run_id": 7})
     odd = root / "probe-task" / "none" / "probe" / "folder"
     (odd / "summary.json").mkdir(parents=True)
+    # Files a plain read would hang on or never finish reading.
+    fifo = root / "probe-task" / "none" / "probe" / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "summary.json")
+    endless = root / "probe-task" / "none" / "probe" / "endless"
+    endless.mkdir()
+    (endless / "summary.json").symlink_to("/dev/zero")
     # A run still in progress: no summary yet, and its archive holds something that looks like one.
     running = root / "probe-task" / "none" / "probe" / "running"
     (running / "archive").mkdir(parents=True)
@@ -117,9 +124,18 @@ def test_results_skips_corrupt_and_foreign_files_with_one_warning_each(
     outcome = invoke("results", "--json", "--dir", str(results))
     assert outcome.code == 0
     warnings = outcome.err.splitlines()
-    assert len(warnings) == 6, warnings
+    assert len(warnings) == 8, warnings
     assert all(line.startswith("ssebench runs: warning: ") for line in warnings)
-    for name in ("corrupt", "foreign", "a-list", "binary", "wrong-type", "folder"):
+    for name in (
+        "corrupt",
+        "foreign",
+        "a-list",
+        "binary",
+        "wrong-type",
+        "folder",
+        "fifo",
+        "endless",
+    ):
         assert sum(f"/{name}/summary.json" in line for line in warnings) == 1, name
     assert "Traceback" not in outcome.err
 

@@ -9,6 +9,7 @@ holds the agent's own files). It reads files only: no backend, no engine.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -23,6 +24,9 @@ SUMMARY_FILE: Final = "summary.json"
 
 RUN_FILES: Final = frozenset({"result.json", "run.json"})
 """Files of a run directory: one holding them but no summary yet is a run in progress."""
+
+MAX_SUMMARY_SIZE: Final = 1 << 24
+"""A summary is a few kilobytes; a bigger file is not one and is not read."""
 
 _READ_SIZE: Final = 1 << 16
 _decoder: Final = msgspec.json.Decoder(Summary)
@@ -43,8 +47,18 @@ def decode_summary(data: bytes, path: str) -> Summary:
 
 
 def _read(path: str) -> bytes:
-    descriptor = os.open(path, os.O_RDONLY)
+    """The bytes of a regular file of at most MAX_SUMMARY_SIZE; never blocks on a FIFO.
+
+    Raises:
+        OSError: the file cannot be read, is not a regular file, or is too large.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError("not a regular file")
+        if status.st_size > MAX_SUMMARY_SIZE:
+            raise OSError(f"larger than {MAX_SUMMARY_SIZE} bytes")
         chunks = []
         while chunk := os.read(descriptor, _READ_SIZE):
             chunks.append(chunk)
