@@ -410,6 +410,9 @@ def test_the_sdk_client_calls_test_patch_inside_the_container(
             assert answer.startswith("NOTHING CHECKED"), answer
             assert "nothing may be checked" in answer
     assert run.result().patch_result.status == "passed"
+    output = run.output()
+    listening = output.index("MCP server listening after")
+    assert listening < output.index("agent started after") < output.index("MCP server serving")
 
 
 # -- services that do not start ---------------------------------------------------------

@@ -349,8 +349,8 @@ def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> N
     ran = start("echo fixed > lib.txt")
     assert ran.proc.returncode == 0, ran.stderr
     assert ran.result().patch_result.status == "passed"
-    for service in ("daemon", "MCP server"):
-        assert f"{service} ready after" in ran.stderr
+    assert "daemon ready after" in ran.stderr
+    assert "MCP server listening after" in ran.stderr
 
 
 def test_an_agent_past_its_time_limit_is_killed_with_124_and_graded_anyway(
@@ -443,6 +443,28 @@ def test_an_mcp_server_refusing_a_bad_difficulty_ends_the_run_with_a_clear_error
     assert result.patch_result.status == "error"
     assert "the MCP server exited with status 2" in (result.patch_result.error_msg or "")
     assert "SSE_DIFFICULTY='high' is not a difficulty" in (result.patch_result.error_log or "")
+
+
+def test_an_mcp_server_that_dies_after_binding_is_reported_during_the_agent_phase(
+    start: Start, layout: Layout
+) -> None:
+    dying = (
+        "import socket, sys, time\n"
+        "s = socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {layout.mcp_port}))\n"
+        "s.listen(16)\n"
+        "time.sleep(0.5)\n"
+        "print('fake mcp: the SDK failed to load', flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    ran = start("sleep 3", mcp_argv=[sys.executable, "-c", dying])
+    assert ran.proc.returncode == 0, ran.stderr
+    assert "MCP server listening after" in ran.stderr
+    assert "the MCP server exited with status 3 before it served; see mcp.log" in ran.stderr
+    assert "MCP server serving" not in ran.stderr
+    assert "the MCP server exited during the agent phase (status 3)" in ran.stderr
+    assert "the SDK failed to load" in (layout.results / "mcp.log").read_text()
 
 
 def test_keep_alive_writes_the_marker_and_stays_up_until_stopped(

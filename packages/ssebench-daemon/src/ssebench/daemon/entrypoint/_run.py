@@ -114,7 +114,7 @@ class Entrypoint:
             return self._fail_start(f"cannot prepare the results and archive directories: {exc}")
         try:
             for service in self.services.start():
-                self.say(f"{service.name} ready after {service.ready_after:.3f} s")
+                self.say(f"{service.name} {service.ready_word} after {service.ready_after:.3f} s")
         except StopRequestedError:
             return self._stopped()
         except ServiceError as exc:

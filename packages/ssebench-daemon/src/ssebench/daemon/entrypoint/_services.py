@@ -45,6 +45,8 @@ class Service:
     argv: list[str]
     env: dict[str, str]
     ready: Callable[[], bool]
+    ready_word: str = "ready"
+    """What passing `ready` means, for the log: "ready" (it answers) or "listening"."""
     serving: Callable[[], bool] | None = None
     """A later, stronger probe, watched while the agent runs (the MCP server answering HTTP)."""
     proc: subprocess.Popen[bytes] | None = None
@@ -186,6 +188,7 @@ class Services:
             # two): once it listens, the agent may start; its requests wait in the
             # listen queue until the SDK answers, which `watch` reports.
             ready=tcp_ready(settings.mcp_host, settings.mcp_port),
+            ready_word="listening",
             serving=HttpProbe(settings.mcp_host, settings.mcp_port, contract.MCP_PATH),
         )
         return [daemon, mcp]
