@@ -10,6 +10,7 @@ import urllib.request
 from typing import Any
 
 import docker
+import docker.api.client
 import pytest
 
 from ssebench.spec import Backend, contract, labels
@@ -64,6 +65,25 @@ def test_list_shows_kept_and_running_runs_newest_first(
     for entry in runs:
         inspected = invoke("inspect", entry["run_id"], "--json")
         assert (inspected.code, json.loads(inspected.out)) == (0, entry)
+
+
+def test_list_asks_the_engine_once_however_many_runs_there_are(
+    invoke: Invoke, start_run: StartRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = [start_run("sleep")[0].run_id for _ in range(3)]
+    asked: list[str] = []
+    request = docker.api.client.APIClient.request
+
+    def counted(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(f"{method} {url.split('/', 3)[-1]}")
+        return request(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(docker.api.client.APIClient, "request", counted)
+    assert len(_listed(invoke, *started)) == 3
+    about_containers = [line for line in asked if "/containers/" in line]
+    assert len(about_containers) == 1, asked
+    assert about_containers[0].startswith("GET ")
+    assert about_containers[0].split("?")[0].endswith("/containers/json")
 
 
 def test_list_and_inspect_never_show_the_environment_of_a_run(
