@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ssebench.spec import Backend, RunInfo
 
 EXIT_CODES: Final = (
-    "Exit status: 0 done; 1 an error (one line on stderr); "
+    "Exit status: 0 done; 1 an error (one line on stderr); 2 a usage error; "
     "3 no run has the ID; 4 several runs have the ID."
 )
 """The exit statuses of every command that names a run, shown in its help."""
@@ -62,7 +62,7 @@ def _backend_and_run(backend: str, run_id: str) -> tuple[Backend[Any], RunInfo]:
     return chosen, find_run(chosen, run_id)
 
 
-@app.command("list", epilog="Exit status: 0 done; 1 an error.")
+@app.command("list", epilog="Exit status: 0 done; 1 an error; 2 a usage error.")
 def list_command(json_output: JsonOption = False, backend: BackendOption = DEFAULT_BACKEND) -> None:
     """List the runs of `ssebench run` (label ssebench.webui=true), running or not, newest first.
 
@@ -249,7 +249,7 @@ def exec_command(
         fail(f"cannot run {argv[0]}: {exc.strerror or exc}")
 
 
-@app.command("results", epilog="Exit status: 0 done; 1 an error.")
+@app.command("results", epilog="Exit status: 0 done; 1 an error; 2 a usage error.")
 def results_command(
     json_output: JsonOption = False,
     directory: Annotated[
