@@ -238,7 +238,12 @@ def run_agent(
             relay.pump()
     duration = time.monotonic() - started
     signal_group(proc.pid, signal.SIGKILL)
-    killed = kill_user(model.uid, model.gid, children) if as_root else 0
+    killed = 0
+    if as_root:
+        try:
+            killed = kill_user(model.uid, model.gid, children)
+        except RuntimeError as exc:  # e.g. a process stuck in the kernel: say so, go on
+            say(f"cannot end every process of {model.name}: {exc}")
     children.wait(proc, 5.0, wakeup)
     relay.drain(wakeup, 2.0)
     os.close(read_fd)

@@ -62,14 +62,15 @@ def evaluate(
     deadline = Deadline(options.timeout)
     daemon = api or DaemonApi(str(options.admin_socket))
     found = grade(daemon, deadline, say)
-    if options.source_archive:
-        _archive_source(daemon, options.results_dir, say)
     result = Result(
         patch_result=found.patch_result(),
         runtime_result=_runtime(options, evaluator_timeout=found.timed_out),
     )
+    # The grade first: a slow archive of a large tree must not cost the grade.
     write_result(options.results_dir, result)
     say(f"wrote {options.results_dir / 'result.json'}: {result.patch_result.status}")
+    if options.source_archive:
+        _archive_source(daemon, options.results_dir, say)
     return result
 
 
