@@ -10,7 +10,8 @@
    `find results -name summary.json -exec cat {} +` over the same tree
    (target: ratio <= 3).
 
-Each command runs --repeat times (after one warm-up run); the medians are compared.
+Each command runs --repeat times (after one warm-up run), the commands of a part
+taking turns; the medians are compared.
 The commands run as on an installed machine: with Python's bytecode cache
 (PYTHONDONTWRITEBYTECODE is dropped for them, so the warm-up writes it).
 Needs a Docker engine with the base image (or the probe image) for part 1.
@@ -46,16 +47,28 @@ LIST_TARGET = 20.0
 RESULTS_TARGET = 3.0
 
 
-def median_seconds(argv: Sequence[str], repeat: int, cwd: Path | None = None) -> float:
-    """The median wall time of `argv` over `repeat` runs, after one warm-up; output discarded."""
+def median_seconds(
+    commands: dict[str, Sequence[str]], repeat: int, cwd: Path | None = None
+) -> dict[str, float]:
+    """The median wall time of each command over `repeat` rounds, after one warm-up each.
 
-    def once() -> float:
+    Each round runs every command once, in turn, so a change in the machine's
+    load during the benchmark weighs on the baseline and on SSEBench alike.
+    Output is discarded.
+    """
+
+    def once(argv: Sequence[str]) -> float:
         begin = time.perf_counter()
         subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, cwd=cwd, env=CHILD_ENV)
         return time.perf_counter() - begin
 
-    once()
-    return statistics.median(once() for _ in range(repeat))
+    for argv in commands.values():
+        once(argv)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            times[name].append(once(argv))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _image(client: docker.DockerClient) -> str:
@@ -194,11 +207,17 @@ def main() -> int:
             "--format",
             "{{json .}}",
         ]
-        baseline = median_seconds(docker_ps, args.repeat)
-        mounted = median_seconds([SSEBENCH, "runs", "list", "--json"], args.repeat)
-        alone = median_seconds([SSEBENCH_RUNS, "list", "--json"], args.repeat)
-    within &= report("ssebench runs list --json (50 runs)", mounted, baseline, LIST_TARGET)
-    report("ssebench-runs list --json (50 runs)", alone, baseline, LIST_TARGET)
+        times = median_seconds(
+            {
+                "baseline": docker_ps,
+                "mounted": [SSEBENCH, "runs", "list", "--json"],
+                "alone": [SSEBENCH_RUNS, "list", "--json"],
+            },
+            args.repeat,
+        )
+    baseline = times["baseline"]
+    within &= report("ssebench runs list --json (50 runs)", times["mounted"], baseline, LIST_TARGET)
+    report("ssebench-runs list --json (50 runs)", times["alone"], baseline, LIST_TARGET)
 
     with tempfile.TemporaryDirectory(prefix="runs-bench-") as folder:
         cwd = Path(folder)
@@ -208,13 +227,21 @@ def main() -> int:
         ).stdout
         assert len(json.loads(found)) == args.runs
         find = ["find", "results", "-name", "summary.json", "-exec", "cat", "{}", "+"]
-        baseline = median_seconds(find, args.repeat, cwd)
-        mounted = median_seconds([SSEBENCH, "runs", "results", "--json"], args.repeat, cwd)
-        alone = median_seconds([SSEBENCH_RUNS, "results", "--json"], args.repeat, cwd)
-    within &= report(
-        f"ssebench runs results --json ({args.runs} runs)", mounted, baseline, RESULTS_TARGET
+        times = median_seconds(
+            {
+                "baseline": find,
+                "mounted": [SSEBENCH, "runs", "results", "--json"],
+                "alone": [SSEBENCH_RUNS, "results", "--json"],
+            },
+            args.repeat,
+            cwd,
+        )
+    baseline = times["baseline"]
+    name = f"ssebench runs results --json ({args.runs} runs)"
+    within &= report(name, times["mounted"], baseline, RESULTS_TARGET)
+    report(
+        f"ssebench-runs results --json ({args.runs} runs)", times["alone"], baseline, RESULTS_TARGET
     )
-    report(f"ssebench-runs results --json ({args.runs} runs)", alone, baseline, RESULTS_TARGET)
     return 0 if within else 1
 
 
