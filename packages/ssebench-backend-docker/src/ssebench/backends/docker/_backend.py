@@ -1,0 +1,303 @@
+"""DockerBackend: runs on the local Docker engine through the docker SDK."""
+
+from __future__ import annotations
+
+import io
+import os
+import secrets
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar, Final
+
+import requests.exceptions
+from typing_extensions import override
+
+import docker
+import docker.errors
+import docker.types
+from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
+from ssebench.backends.docker._engine import docker_client
+from ssebench.backends.docker._errors import (
+    ENGINE_ERRORS,
+    CopyFromImageError,
+    engine_errors,
+    translate,
+)
+from ssebench.backends.docker._handle import DockerRunHandle
+from ssebench.backends.docker._runs import (
+    KEEP_LABEL,
+    NETWORK_LABEL,
+    label_filters,
+    run_info,
+)
+from ssebench.backends.docker._streams import join_relay, split_lines, start_relay
+from ssebench.spec import (
+    Backend,
+    BackendError,
+    ImageRequest,
+    Images,
+    ImageUnavailableError,
+    Mount,
+    RunInfo,
+    RunSpec,
+    RunTimeoutError,
+    contract,
+    labels,
+)
+
+_POLL_SECONDS: Final = 0.2
+
+
+def _mounts(spec: RunSpec) -> list[docker.types.Mount]:
+    def one(mount: Mount) -> docker.types.Mount:
+        return docker.types.Mount(
+            target=mount.target, source=mount.source, type=mount.kind, read_only=mount.read_only
+        )
+
+    return [one(spec.results), one(spec.archive), *(one(artifact) for artifact in spec.artifacts)]
+
+
+class DockerBackend(Backend[DockerRunHandle]):
+    """Runs each run as one container on its own network of the local Docker engine."""
+
+    name: ClassVar[str] = "docker"
+    builds_images: ClassVar[bool] = True
+    supports_exec: ClassVar[bool] = True
+
+    def _client(self) -> docker.DockerClient:
+        return docker_client()
+
+    @override
+    def prepare_images(self, request: ImageRequest) -> Images:
+        from ssebench.backends.docker._prepare import prepare_run_images
+
+        return prepare_run_images(self._client(), request)
+
+    @override
+    def copy_from_image(
+        self, image: str, path: str, dest: Path, platform: str | None = None
+    ) -> None:
+        client = self._client()
+        container = None
+        try:
+            container = client.api.create_container(
+                image, command=["true"], platform=platform, labels={labels.PREFIX + "copy": "true"}
+            )
+            chunks, _ = client.api.get_archive(container["Id"], path)
+            archive = io.BytesIO(b"".join(chunks))
+        except (*ENGINE_ERRORS, docker.errors.StreamParseError) as exc:
+            raise CopyFromImageError(f"copying {path} out of {image} failed: {exc}") from exc
+        finally:
+            if container is not None:
+                client.api.remove_container(container["Id"], force=True)
+        with tarfile.open(fileobj=archive) as tar:
+            member = next((m for m in tar.getmembers() if m.isfile()), None)
+            source = tar.extractfile(member) if member is not None else None
+            if source is None:
+                raise CopyFromImageError(f"{path} in {image} is not a regular file")
+            data = source.read()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+        Path(temporary).replace(dest)
+
+    @override
+    def start(self, spec: RunSpec) -> DockerRunHandle:
+        if spec.mode != "sandbox":
+            raise BackendError("the docker backend runs sandbox mode only for now")
+        client = self._client()
+        hidden = list(spec.env.values())
+        suffix = secrets.token_hex(3)
+        network_name = f"ssebench-{spec.run_id}-{suffix}"
+        container_name = f"ssebench-{spec.run_id}-{suffix}"
+        restricted = spec.network.egress == "restricted"
+        if restricted:
+            ensure_host_guard()
+        own_labels = {labels.RUN_ID: spec.run_id, NETWORK_LABEL: network_name}
+        network = None
+        container_id = None
+        try:
+            with engine_errors(f"starting run {spec.run_id}", hidden):
+                network = client.networks.create(
+                    network_name,
+                    driver="bridge",
+                    internal=restricted,
+                    labels=own_labels,
+                    options={"com.docker.network.bridge.name": bridge_name(spec.network.egress)},
+                )
+                container_id = client.api.create_container(
+                    spec.image,
+                    name=container_name,
+                    environment=dict(spec.env),
+                    labels={
+                        **spec.labels,
+                        **own_labels,
+                        KEEP_LABEL: "true" if spec.keep else "false",
+                    },
+                    host_config=client.api.create_host_config(
+                        mounts=_mounts(spec),
+                        network_mode=network_name,
+                        security_opt=["no-new-privileges"],
+                    ),
+                    platform=spec.platform,
+                    stop_signal="SIGTERM",
+                )["Id"]
+                start_relay(client, container_id)
+                client.api.start(container_id)
+        except BaseException as exc:
+            self._remove(client, container_id, network.name if network is not None else None)
+            if isinstance(exc, ImageUnavailableError):
+                raise BackendError(str(exc)) from exc
+            raise
+        return DockerRunHandle(
+            run_id=spec.run_id,
+            name=container_name,
+            keep=spec.keep,
+            container_id=container_id,
+            network=network_name,
+            results_dir=spec.results.source,
+        )
+
+    @override
+    def wait(self, handle: DockerRunHandle, timeout: float | None = None) -> int:
+        client = self._client()
+        if handle.keep:
+            return self._wait_for_grade(client, handle, timeout)
+        try:
+            with engine_errors(f"waiting for run {handle.run_id}"):
+                status = client.api.wait(
+                    handle.container_id, timeout=None if timeout is None else max(1, round(timeout))
+                )
+        except BackendError as exc:
+            timed_out = requests.exceptions.ConnectionError | requests.exceptions.ReadTimeout
+            if isinstance(exc.__cause__, timed_out):
+                raise RunTimeoutError(f"run {handle.run_id} did not finish in {timeout}s") from exc
+            raise
+        join_relay(handle.container_id)
+        return int(status["StatusCode"])
+
+    def _wait_for_grade(
+        self, client: docker.DockerClient, handle: DockerRunHandle, timeout: float | None
+    ) -> int:
+        # A kept container never exits by itself: the run is over once the
+        # entrypoint has written the grade marker (after result.json).
+        deadline = None if timeout is None else time.monotonic() + timeout
+        marker = Path(handle.results_dir or "/nonexistent") / contract.GRADED_MARKER
+        while True:
+            if marker.exists():
+                return 0
+            with engine_errors(f"watching run {handle.run_id}"):
+                state = client.api.inspect_container(handle.container_id)["State"]
+            if not state.get("Running") and state.get("Status") != "created":
+                join_relay(handle.container_id)
+                return int(state.get("ExitCode", 0))
+            if deadline is not None and time.monotonic() > deadline:
+                raise RunTimeoutError(f"run {handle.run_id} was not graded in {timeout}s")
+            time.sleep(_POLL_SECONDS)
+
+    @override
+    def logs(self, handle: DockerRunHandle, follow: bool = False) -> Iterator[str]:
+        client = self._client()
+        with engine_errors(f"reading the output of run {handle.run_id}"):
+            chunks = client.api.logs(
+                handle.container_id, stdout=True, stderr=True, stream=True, follow=follow
+            )
+            yield from split_lines(chunks)
+
+    @override
+    def collect_results(self, handle: DockerRunHandle, dest: Path) -> None:
+        # The run directory is bind-mounted: what the container wrote is already in dest.
+        return None
+
+    @override
+    def stop(self, handle: DockerRunHandle, grace: float = contract.STOP_GRACE) -> None:
+        client = self._client()
+        try:
+            client.api.stop(handle.container_id, timeout=max(0, round(grace)))
+        except docker.errors.NotFound:
+            return
+        except ENGINE_ERRORS as exc:
+            raise translate(exc, f"stopping run {handle.run_id}") from exc
+
+    @override
+    def cleanup(self, handle: DockerRunHandle) -> None:
+        if handle.keep:
+            return
+        self._remove(self._client(), handle.container_id, handle.network)
+
+    def remove(self, handle: DockerRunHandle) -> None:
+        """Remove everything of a run, kept or not, running or not."""
+        self._remove(self._client(), handle.container_id, handle.network)
+
+    @staticmethod
+    def _remove(client: docker.DockerClient, container_id: str | None, network: str | None) -> None:
+        if container_id is not None:
+            join_relay(container_id, timeout=0)
+            try:
+                client.api.remove_container(container_id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except ENGINE_ERRORS as exc:
+                raise translate(exc, "removing a run's container") from exc
+        if network is not None:
+            try:
+                client.api.remove_network(network)
+            except docker.errors.NotFound:
+                pass
+            except ENGINE_ERRORS as exc:
+                raise translate(exc, f"removing network {network}") from exc
+
+    @override
+    def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
+        client = self._client()
+        with engine_errors("listing runs"):
+            found = client.api.containers(all=True, filters=label_filters(labels))
+        runs = [run_info(summary) for summary in found]
+        return sorted(runs, key=lambda run: run.created_at or "", reverse=True)
+
+    @override
+    def endpoint(self, handle: DockerRunHandle, port: int) -> str:
+        client = self._client()
+        with engine_errors(f"finding run {handle.run_id}"):
+            attrs = client.api.inspect_container(handle.container_id)
+        if not attrs["State"].get("Running"):
+            raise BackendError(f"run {handle.run_id} is not running")
+        networks: dict[str, dict[str, str]] = attrs["NetworkSettings"]["Networks"]
+        on_network = networks.get(handle.network or "") or next(iter(networks.values()), {})
+        address = on_network.get("IPAddress")
+        if not address:
+            raise BackendError(f"run {handle.run_id} has no address on its network")
+        return f"http://{address}:{port}"
+
+    @override
+    def exec_argv(
+        self,
+        handle: DockerRunHandle,
+        command: Sequence[str],
+        *,
+        user: str | None = None,
+        workdir: str | None = None,
+        tty: bool = False,
+        stdin: bool = False,
+        env_names: Sequence[str] = (),
+    ) -> list[str]:
+        argv = [shutil.which("docker") or "docker", "exec"]
+        if stdin:
+            argv.append("--interactive")
+        if tty:
+            argv.append("--tty")
+        if user:
+            argv += ["--user", user]
+        if workdir:
+            argv += ["--workdir", workdir]
+        for name in env_names:
+            if not name or "=" in name:
+                raise BackendError(f"invalid environment variable name {name!r}")
+            # `--env NAME` without a value: docker reads the value from its own environment.
+            argv += ["--env", name]
+        return [*argv, handle.container_id, *command]

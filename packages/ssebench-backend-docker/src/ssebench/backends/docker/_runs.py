@@ -1,0 +1,67 @@
+"""Reading runs back from the engine: one list query, turned into RunInfo."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ssebench.backends.docker._handle import DockerRunHandle
+from ssebench.spec import RunInfo, RunState, labels
+
+KEEP_LABEL: Final = "ssebench.keep"
+"""Added by the Docker backend: `true` for a run started with keep."""
+
+NETWORK_LABEL: Final = "ssebench.network"
+"""Added by the Docker backend: the run's own network."""
+
+_STATES: Final[dict[str, RunState]] = {
+    "created": "created",
+    "running": "running",
+    "paused": "running",
+    "restarting": "running",
+    "removing": "exited",
+    "exited": "exited",
+    "dead": "exited",
+}
+_EXIT_CODE = re.compile(r"^Exited \((-?\d+)\)")
+
+
+def label_filters(wanted: dict[str, str] | None) -> dict[str, list[str]]:
+    """The engine's filter for containers carrying every label in `wanted`."""
+    return {"label": [f"{key}={value}" for key, value in (wanted or {}).items()]}
+
+
+def run_info(summary: dict[str, Any]) -> RunInfo:
+    """A RunInfo from one entry of the engine's container list (no per-container query)."""
+    tags: dict[str, str] = summary.get("Labels") or {}
+    names: list[str] = summary.get("Names") or []
+    name = names[0].lstrip("/") if names else summary["Id"][:12]
+    state = _STATES.get(summary.get("State", ""), "unknown")
+    exit_code = None
+    if state == "exited":
+        match = _EXIT_CODE.match(summary.get("Status", ""))
+        exit_code = int(match.group(1)) if match else None
+    created = summary.get("Created")
+    run_id = tags.get(labels.RUN_ID, "")
+    return RunInfo(
+        run_id=run_id,
+        name=name,
+        state=state,
+        image=summary.get("Image", ""),
+        exit_code=exit_code,
+        labels=tags,
+        created_at=(
+            datetime.fromtimestamp(created, UTC).isoformat().replace("+00:00", "Z")
+            if isinstance(created, int | float)
+            else None
+        ),
+        handle=DockerRunHandle(
+            run_id=run_id,
+            name=name,
+            keep=tags.get(KEEP_LABEL) == "true",
+            container_id=summary["Id"],
+            network=tags.get(NETWORK_LABEL),
+            results_dir=tags.get(labels.RESULTS),
+        ),
+    )

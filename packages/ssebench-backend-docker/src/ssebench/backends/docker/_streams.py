@@ -1,0 +1,61 @@
+"""Relaying a container's output to this process's stdout and stderr as it is written."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import docker
+from ssebench.backends.docker._errors import ENGINE_ERRORS
+
+# Output plumbing, not run state: a relay belongs to the process that started
+# the run and ends with the container; `wait` joins it so no last line is lost.
+_relays: dict[str, threading.Thread] = {}
+
+
+def _pump(chunks: Iterator[tuple[bytes | None, bytes | None]]) -> None:
+    out: BinaryIO = sys.stdout.buffer
+    err: BinaryIO = sys.stderr.buffer
+    try:
+        for stdout, stderr in chunks:
+            if stdout:
+                out.write(stdout)
+                out.flush()
+            if stderr:
+                err.write(stderr)
+                err.flush()
+    except (*ENGINE_ERRORS, OSError, ValueError):
+        # The engine or our own stdout went away: the run goes on regardless.
+        return
+
+
+def start_relay(client: docker.DockerClient, container_id: str) -> None:
+    """Attach to the container's output (before it starts, so nothing is missed) and relay it."""
+    chunks = client.api.attach(
+        container_id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+    )
+    name = f"relay-{container_id[:12]}"
+    relay = threading.Thread(target=_pump, args=(chunks,), name=name, daemon=True)
+    relay.start()
+    _relays[container_id] = relay
+
+
+def join_relay(container_id: str, timeout: float = 5.0) -> None:
+    """Let the relay write the container's last output, if this process started one."""
+    relay = _relays.pop(container_id, None)
+    if relay is not None:
+        relay.join(timeout)
+
+
+def split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """Whole lines (without their newline) out of a stream of byte chunks."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")

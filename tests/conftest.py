@@ -1,0 +1,52 @@
+"""After a whole suite that ran Docker tests: nothing carrying an `ssebench.*` label may remain.
+
+The check runs in CI (`CI` set) or when `SSEBENCH_CHECK_LEFTOVERS=1`: on a
+workstation other runs of the user's own may legitimately be up.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ssebench.spec import labels
+
+
+def _labelled(found_labels: dict[str, str] | None) -> bool:
+    return any(key.startswith(labels.PREFIX) for key in found_labels or {})
+
+
+def ssebench_leftovers() -> list[str]:
+    """Every container, network and volume of the engine that carries an `ssebench.*` label."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = [
+            f"container {c['Names'][0].lstrip('/')}"
+            for c in client.api.containers(all=True)
+            if _labelled(c.get("Labels"))
+        ]
+        found += [
+            f"network {n['Name']}" for n in client.api.networks() if _labelled(n.get("Labels"))
+        ]
+        volumes = client.api.volumes().get("Volumes") or []
+        found += [f"volume {v['Name']}" for v in volumes if _labelled(v.get("Labels"))]
+    finally:
+        client.close()
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    wanted = os.environ.get("CI") or os.environ.get("SSEBENCH_CHECK_LEFTOVERS") == "1"
+    ran_docker = any(item.get_closest_marker("docker") for item in session.items)
+    if not (wanted and ran_docker and session.testscollected):
+        return
+    left = ssebench_leftovers()
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "left behind after the suite: " + ", ".join(left)
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
