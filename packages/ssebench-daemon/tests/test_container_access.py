@@ -5,6 +5,9 @@ The daemon runs as root; the agent is `docker exec --user model`.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
+
 import pytest
 
 from ssebench.daemon import ACTIONS, ALLOWED
@@ -187,3 +190,49 @@ def test_version_and_capabilities_answer_on_the_http_port(daemon_in: StartBox) -
         "cwe.mitre",
     ):
         assert secret not in text
+
+
+def test_the_dialog_is_read_as_model_from_since_on(daemon_in: StartBox) -> None:
+    box = daemon_in(TASK)
+    box.sh(
+        "printf '%s\\n' '{\"n\": 0}' '{\"n\": 1}' 'not json' '' '{\"n\": 3}' "
+        "> /tmp/sse-archive/dialog.jsonl",
+        user="model",
+    )
+    assert box.ok(get("agent", "/agent/dialog")) == {
+        "entries": [{"n": 0}, {"n": 1}, "not json", {"n": 3}],
+        "next": 4,
+    }
+    assert box.ok(get("http", "/agent/dialog?since=3")) == {"entries": [{"n": 3}], "next": 4}
+    assert box.ok(get("agent", "/agent/dialog?since=9")) == {"entries": [], "next": 4}
+    # A link planted to hidden material is read with model's permissions: nothing leaks.
+    box.sh("ln -sf /ssebench/config.yaml /tmp/sse-archive/dialog.jsonl", user="model")
+    answer = box.one(get("agent", "/agent/dialog"))
+    assert answer.status != 200
+    assert "pyarchive" not in answer.body
+    assert box.ok(get("agent", "/version"))
+
+
+@pytest.mark.parametrize(
+    ("setup", "env", "message"),
+    [
+        ("true", "SSE_DIFFICULTY=5", "SSE_DIFFICULTY='5' is not a difficulty"),
+        ("true", "SSE_DIFFICULTY=hard", "SSE_DIFFICULTY='hard' is not a difficulty"),
+        (
+            "sed -i '/^sse-runner:/d' /etc/passwd",
+            "SSE_DIFFICULTY=2",
+            "'sse-runner' account is missing",
+        ),
+    ],
+)
+def test_the_daemon_refuses_to_start_with_a_clear_message(
+    tool_image: Callable[..., str], setup: str, env: str, message: str
+) -> None:
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "-e", env, "--entrypoint", "bash",
+         tool_image(TASK), "-c", f"{setup} && exec {PYTHON} -m ssebench.daemon"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert "refusing to start" in done.stderr
+    assert message in done.stderr
