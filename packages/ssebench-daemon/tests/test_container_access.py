@@ -142,6 +142,17 @@ def test_the_agent_cannot_read_hidden_material_results_or_reach_the_admin_socket
     for attempt, answer in zip(attempts, answers, strict=True):
         assert answer.status == 200
         assert answer.json()["code"] != 0, (attempt, answer.json())
+    # Every file of the hidden material, the graded copy and the results, one by one.
+    every = box.out("find /ssebench /ssebench-repo /var/lib/ssebench -type f").split("\n")
+    assert len([path for path in every if path]) > 20
+    readable = box.sh(
+        'while IFS= read -r f; do [ -z "$f" ] || ! head -c1 "$f" >/dev/null 2>&1 || echo "$f"; '
+        "done <<'SSE_END'\n" + "\n".join(every) + "\nSSE_END",
+        user="model",
+    )
+    assert readable.stdout == b"", readable.stdout
+    # The probe itself works: sse-runner reads the scripts.
+    assert box.sh("head -c1 /ssebench/scripts/build.sh", user="sse-runner").stdout == b"#"
     assert box.out(f"stat -c '%U %a' {AGENT_SOCKET} {ADMIN_SOCKET}") == "root 666\nroot 600\n"
     assert box.out("stat -c '%U %a' /run/ssebench") == "root 700\n"
     assert box.ok(get("agent", "/version"))["version"]
