@@ -22,6 +22,11 @@ from ssebench.daemon.entrypoint._settings import Settings
 POLL: float = 0.01
 """Seconds between readiness probes."""
 
+MCP_PROBE_PATH = "/ssebench-probe"
+"""Asked of the MCP server to learn that it serves: the web server answers only once
+the app has started (the SDK's session manager runs), and a path beside `/mcp`
+gets a plain 404 without opening an MCP session."""
+
 
 class ServiceError(Exception):
     """A service did not come up; `log` is the tail of its log."""
@@ -189,7 +194,7 @@ class Services:
             # listen queue until the SDK answers, which `watch` reports.
             ready=tcp_ready(settings.mcp_host, settings.mcp_port),
             ready_word="listening",
-            serving=HttpProbe(settings.mcp_host, settings.mcp_port, contract.MCP_PATH),
+            serving=HttpProbe(settings.mcp_host, settings.mcp_port, MCP_PROBE_PATH),
         )
         return [daemon, mcp]
 
