@@ -151,3 +151,18 @@ def test_the_tool_layer_environment_points_nowhere_into_the_runtime(
     for task_id in DEMO_TASKS:
         config = docker_client.images.get(tool_image(task_id)).attrs["Config"]
         assert not [value for value in config.get("Env") or [] if "/opt/ssebench" in value]
+
+
+@pytest.mark.docker
+def test_an_unchanged_runtime_is_reused_without_sending_the_engine_a_build(
+    docker_client: docker.DockerClient, runtime_image: str
+) -> None:
+    from ssebench.backends.docker import BuildLine, build_runtime
+
+    first = build_runtime(docker_client, find_home())
+    lines: list[BuildLine] = []
+    image = build_runtime(docker_client, find_home(), progress=lines.append)
+    assert image.tag == runtime_image and image.cached
+    assert image.image_id == first.image_id == docker_client.images.get(runtime_image).id
+    assert not [line for line in lines if line.step is not None], "no build step was sent"
+    assert lines[-1].text == f"{runtime_image} is up to date: its inputs have not changed"

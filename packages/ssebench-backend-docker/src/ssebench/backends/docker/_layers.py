@@ -11,6 +11,7 @@ the tool layer the case and runtime images, must exist locally.
 
 from __future__ import annotations
 
+import hashlib
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import IO, Final
 
 import docker
+import docker.errors
 from ssebench.backends.docker._build import (
     BuildLine,
     BuiltImage,
@@ -27,6 +29,7 @@ from ssebench.backends.docker._build import (
     no_progress,
 )
 from ssebench.backends.docker._engine import image_exists
+from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
 from ssebench.spec import ImageUnavailableError, Task, base_image, registry, runtime_version
 
@@ -38,6 +41,13 @@ TOOL_FOLDER: Final = Path("images") / "tool"
 
 PACKAGES_IN_CONTEXT: Final = "packages"
 """Where the runtime's build context holds the prepared package trees."""
+
+RUNTIME_INPUTS_LABEL: Final = "org.ssebench.runtime-inputs"
+"""Label of the runtime image: a digest of everything it was built from.
+
+When the image under the runtime's name carries the digest of the current
+inputs, `build_runtime` uses it without sending the engine a build at all.
+"""
 
 _CONTEXT_MTIME: Final = 315532800
 """1980-01-01: every file of a generated build context gets this time."""
@@ -169,6 +179,11 @@ def build_runtime(
     packages = prepare_runtime_packages(
         home, force=force, say=lambda line: progress(BuildLine("runtime", line))
     )
+    inputs = _runtime_inputs(client, base, home / RUNTIME_FOLDER, packages)
+    current = None if force else _current_runtime(client, tag, inputs)
+    if current is not None:
+        progress(BuildLine("runtime", f"{tag} is up to date: its inputs have not changed"))
+        return current
     with runtime_context(home / RUNTIME_FOLDER, packages) as context:
         return build_layer(
             client,
@@ -177,8 +192,37 @@ def build_runtime(
             context=context,
             buildargs={"SSEBENCH_BASE_IMAGE": base},
             nocache=force,
+            labels={RUNTIME_INPUTS_LABEL: inputs},
             progress=progress,
         )
+
+
+def _runtime_inputs(
+    client: docker.DockerClient, base: str, folder: Path, packages: RuntimePackages
+) -> str:
+    """A digest of the base image, images/runtime/ and the package trees' keys."""
+    with engine_errors(f"inspecting the base image {base}"):
+        base_id = str(client.images.get(base).id)
+    digest = hashlib.sha256()
+    for part in (base_id, packages.dependencies.key, packages.workspace.key):
+        digest.update(part.encode() + b"\0")
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _current_runtime(client: docker.DockerClient, tag: str, inputs: str) -> BuiltImage | None:
+    """The runtime image under `tag` if it was built from exactly these inputs."""
+    with engine_errors(f"inspecting the runtime image {tag}"):
+        try:
+            image = client.images.get(tag)
+        except docker.errors.ImageNotFound:
+            return None
+    if (image.labels or {}).get(RUNTIME_INPUTS_LABEL) != inputs:
+        return None
+    return BuiltImage(layer="runtime", tag=tag, image_id=str(image.id))
 
 
 def build_tool(

@@ -44,7 +44,7 @@ PYTHON_VERSION: Final = "3.11"
 PLATFORM: Final = "x86_64-manylinux_2_28"
 """The platform wheels are chosen for (glibc 2.28 or older; the runtime bundles 2.36)."""
 
-RECIPE: Final = "1"
+RECIPE: Final = "2"
 """Bump when the preparation below changes, so every cached tree is redone."""
 
 CACHE_ENV: Final = "SSEBENCH_CACHE_DIR"
@@ -184,6 +184,7 @@ def _cached_tree(
         shutil.rmtree(work / "site-packages" / "bin", ignore_errors=True)
         for record in (work / "site-packages").glob("*.dist-info/direct_url.json"):
             record.unlink()
+        (work / "site-packages" / ".lock").unlink(missing_ok=True)  # uv's, while installing
         (work / "complete").write_text(key + "\n")
         shutil.rmtree(entry, ignore_errors=True)
         work.rename(entry)

@@ -1,0 +1,73 @@
+"""The runtime's packages are prepared on the host from uv.lock and cached by their inputs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ssebench.backends.docker import prepare_runtime_packages
+from ssebench.backends.docker._wheelhouse import CACHE_ENV, cache_root, find_uv
+from ssebench.spec import find_home
+
+HOME = find_home(Path(__file__).resolve().parent)
+
+
+def test_the_cache_folder_is_ssebench_cache_dir_when_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
+    assert cache_root() == tmp_path / "c"
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "ssebench"
+
+
+@pytest.mark.slow
+def test_packages_come_from_the_lock_once_and_then_from_the_cache_until_the_source_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    find_uv()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    said: list[str] = []
+    first = prepare_runtime_packages(HOME, say=said.append)
+    assert not first.dependencies.reused and not first.workspace.reused
+    assert Path(tmp_path / "cache") in first.dependencies.folder.parents
+
+    deps, ours = first.dependencies.folder, first.workspace.folder
+    assert sorted(p.name for p in (ours / "ssebench").iterdir()) == ["daemon", "extensions", "spec"]
+    assert not (ours / "ssebench" / "__init__.py").exists(), "a PEP 420 namespace"
+    assert (deps / "msgspec").is_dir() and (deps / "yaml").is_dir()
+    assert not (deps / "ssebench").exists(), "the workspace's packages are in their own tree"
+    for tree in (deps, ours):
+        assert not (tree / "bin").exists() and not (tree / ".lock").exists()
+        assert not list(tree.glob("*.dist-info/direct_url.json"))
+    # Wheels for the runtime's CPython 3.11 on x86_64 Linux, whatever the host's Python.
+    assert list((deps / "msgspec").glob("_core.cpython-311-x86_64-linux-gnu.so"))
+
+    again = prepare_runtime_packages(HOME, say=said.append)
+    assert again.dependencies.reused and again.workspace.reused
+    assert (again.dependencies.key, again.workspace.key) == (
+        first.dependencies.key,
+        first.workspace.key,
+    )
+    assert said[-2:] == [
+        f"packages: reusing the dependencies tree {deps}",
+        f"packages: reusing the workspace tree {ours}",
+    ]
+
+    # A copy of the workspace whose daemon changed: a new workspace tree, the same dependencies.
+    home = tmp_path / "home"
+    shutil.copytree(
+        HOME / "packages", home / "packages", ignore=shutil.ignore_patterns(".venv", "__pycache__")
+    )
+    for name in ("pyproject.toml", "uv.lock"):
+        shutil.copy2(HOME / name, home / name)
+    (
+        home / "packages" / "ssebench-daemon" / "src" / "ssebench" / "daemon" / "_added.py"
+    ).write_text("X = 1\n")
+    changed = prepare_runtime_packages(home)
+    assert changed.dependencies.reused and changed.dependencies.key == first.dependencies.key
+    assert not changed.workspace.reused and changed.workspace.key != first.workspace.key
+    assert (changed.workspace.folder / "ssebench" / "daemon" / "_added.py").is_file()
