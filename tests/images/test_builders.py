@@ -23,7 +23,7 @@ from ssebench.backends.docker import (
     build_tool_images,
     case_image_name,
 )
-from ssebench.backends.docker.commands import build_case_app
+from ssebench.backends.docker.commands import build_case_app, images_app
 from ssebench.spec import ImageUnavailableError, Task, default_dataset, find_task, load_dataset
 
 from .conftest import DATASET
@@ -145,6 +145,28 @@ def test_build_case_lists_its_images_as_json_and_reports_them_cached_when_unchan
     ]
     assert listing[0]["cached"] is True and listing[0]["rebuilt_steps"] == 0
     assert listing[0]["id"].startswith("sha256:")
+
+
+@pytest.mark.docker
+def test_images_build_tool_lists_runtime_case_and_tool_as_json(
+    tool_image: object, runtime_image: str
+) -> None:
+    args = ["build-tool", "--local", str(DATASET), "--tasks", BUSYBOX, "--json"]
+    result = CliRunner().invoke(images_app, args)
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.stdout)
+    assert [(entry["layer"], entry["image"]) for entry in listing] == [
+        ("runtime", runtime_image),
+        ("case", f"ssebench/case/images-test/{BUSYBOX}:1"),
+        ("tool", f"ssebench/tool/{BUSYBOX}:{runtime_image.rpartition(':')[2]}"),
+    ]
+
+
+@pytest.mark.docker
+def test_images_bootstrap_base_leaves_an_existing_base_image_alone(base_image: str) -> None:
+    result = CliRunner().invoke(images_app, ["bootstrap-base"])
+    assert result.exit_code == 0, result.output
+    assert f"base image {base_image} already exists" in result.stderr
 
 
 def test_build_case_names_an_unknown_task_and_fails() -> None:
