@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ssebench.daemon.entrypoint._agent import agent_env
-from ssebench.daemon.entrypoint._files import hand_over
+from ssebench.daemon.entrypoint._files import MAX_DEPTH, hand_over
 from ssebench.daemon.entrypoint._procs import processes_of
 from ssebench.daemon.entrypoint._settings import ModelUser
 from ssebench.spec import Result, read_json
@@ -227,6 +227,7 @@ def start(layout: Layout) -> Iterator[Start]:
         mcp_argv: list[str] | None = None,
         environ: dict[str, str] | None = None,
         wait: bool = True,
+        code: str = LAUNCH,
     ) -> Ran:
         admin = layout.sockets / "admin.sock"
         agent_socket = str(layout.base / "sse.sock")
@@ -267,7 +268,7 @@ def start(layout: Layout) -> Iterator[Start]:
             "start_timeout": 30.0,
         }
         proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, json.dumps(config)],
+            [sys.executable, "-c", code, json.dumps(config)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -591,6 +592,40 @@ def test_handing_over_re_owns_links_themselves_and_skips_hard_linked_files(tmp_p
     assert outside.stat().st_uid == 0 and tmp_path.stat().st_uid == 0
     for name in ("result.json", "archive", "archive/deep/file", "archive/link", "archive/dirlink"):
         assert os.lstat(tree / name).st_uid == HOST_UID, name
+
+
+@needs_root
+def test_handing_over_leaves_folders_nested_past_the_limit_alone(tmp_path: Path) -> None:
+    tree = tmp_path / "results"
+    deepest = tree.joinpath(*["d"] * (MAX_DEPTH + 5))
+    deepest.mkdir(parents=True)
+    (deepest / "file").write_text("x")
+    done = hand_over(tree, HOST_UID, HOST_UID)
+    limit = tree.joinpath(*["d"] * MAX_DEPTH)
+    assert done.skipped == ["/".join(["d"] * (MAX_DEPTH + 1))]
+    assert limit.stat().st_uid == HOST_UID
+    assert (limit / "d").stat().st_uid == 0
+    assert (deepest / "file").stat().st_uid == 0
+
+
+def test_a_crash_of_the_entrypoint_still_leaves_an_error_grade_and_the_marker(
+    start: Start, layout: Layout
+) -> None:
+    broken = LAUNCH.replace(
+        "sys.exit(Entrypoint(settings).run())",
+        "def boom(self):\n"
+        "    raise RuntimeError('a bug')\n"
+        "Entrypoint._end_agent_phase = boom\n"
+        "sys.exit(Entrypoint(settings).run())",
+    )
+    ran = start("echo working", code=broken)
+    assert ran.proc.returncode == 1, ran.stderr
+    patch = ran.result().patch_result
+    assert patch.status == "error"
+    assert patch.error_msg == "the entrypoint crashed in the agent phase: RuntimeError: a bug"
+    assert "Traceback" in (patch.error_log or "")
+    assert (layout.results / ".graded").read_text() == "error\n"
+    assert "crashed in the agent phase" in ran.stderr
 
 
 def _read(path: Path) -> str:

@@ -112,14 +112,26 @@ class HandOver:
     skipped: list[str] = field(default_factory=list)
 
 
-def _walk(dir_fd: int, prefix: str) -> Iterator[tuple[int, str, os.stat_result]]:
-    """Every entry below an open directory: (its directory's fd, its name, its lstat)."""
+MAX_DEPTH: Final = 64
+"""Folders nested deeper than this (only an agent makes such trees) are left alone."""
+
+
+def _walk(
+    dir_fd: int, prefix: str, depth: int = 0
+) -> Iterator[tuple[int, str, os.stat_result | None]]:
+    """Every entry below an open directory: (its directory's fd, its name, its lstat).
+
+    A folder below `MAX_DEPTH` comes with None instead of its status and is not entered.
+    """
     with os.scandir(dir_fd) as entries:
         names = [entry.name for entry in entries]
     for name in names:
         try:
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and depth >= MAX_DEPTH:
+            yield dir_fd, f"{prefix}{name}", None
             continue
         yield dir_fd, f"{prefix}{name}", info
         if stat.S_ISDIR(info.st_mode):
@@ -128,7 +140,7 @@ def _walk(dir_fd: int, prefix: str) -> Iterator[tuple[int, str, os.stat_result]]
             except OSError:
                 continue
             try:
-                yield from _walk(child, f"{prefix}{name}/")
+                yield from _walk(child, f"{prefix}{name}/", depth + 1)
             finally:
                 os.close(child)
 
@@ -137,7 +149,8 @@ def hand_over(directory: Path, uid: int, gid: int, *, include_self: bool = False
     """Give every entry below `directory` to uid:gid, never following a link.
 
     Links themselves are re-owned (lchown); what they point to never is.
-    Regular files with several hard links are left alone.
+    Regular files with several hard links, and whatever is nested deeper
+    than `MAX_DEPTH` folders, are left alone.
 
     Args:
         directory: the results directory (the host's run directory).
@@ -160,7 +173,7 @@ def hand_over(directory: Path, uid: int, gid: int, *, include_self: bool = False
             done.changed += 1
         for dir_fd, relative, info in _walk(root, ""):
             name = relative.rsplit("/", 1)[-1]
-            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            if info is None or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1):
                 done.skipped.append(relative)
                 continue
             if (info.st_uid, info.st_gid) == (uid, gid):

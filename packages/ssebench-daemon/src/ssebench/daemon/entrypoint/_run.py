@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import time
+import traceback
 from typing import Final
 
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
@@ -45,6 +46,9 @@ from ssebench.daemon.entrypoint._settings import Settings
 
 START_FAILED: Final = 2
 """Exit status when the run could not start (bad settings, a service did not come up)."""
+
+CRASHED: Final = 1
+"""Exit status when the entrypoint itself failed (its traceback is in entrypoint.log)."""
 
 RESULT_FILE: Final = "result.json"
 
@@ -97,6 +101,18 @@ class Entrypoint:
         """
         try:
             return self._run()
+        except Exception as exc:  # a bug of ours must still leave a grade and the marker
+            self.say(f"crashed in the {self.phase} phase: {type(exc).__name__}: {exc}")
+            self.say(traceback.format_exc().rstrip())
+            if not self._has_grade():
+                self._write_error(
+                    f"the entrypoint crashed in the {self.phase} phase: "
+                    f"{type(exc).__name__}: {exc}",
+                    traceback.format_exc(),
+                )
+            with contextlib.suppress(Exception):
+                self._finish(stop_services=True)
+            return CRASHED
         finally:
             if self.log is not None:
                 os.close(self.log)
@@ -325,7 +341,7 @@ class Entrypoint:
         ):
             try:
                 done = hand_over(directory, *self.owner, include_self=include_self)
-            except OSError as exc:
+            except Exception as exc:  # whatever the agent left there, the marker must follow
                 self.say(f"cannot hand {directory} over to uid {self.owner[0]}: {exc}")
                 continue
             if done.skipped:
