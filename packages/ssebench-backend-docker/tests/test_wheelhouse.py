@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from ssebench.backends.docker import prepare_runtime_packages
-from ssebench.backends.docker._wheelhouse import CACHE_ENV, cache_root, find_uv
+from ssebench.backends.docker._wheelhouse import (
+    CACHE_ENV,
+    PackageTree,
+    _cached_tree,
+    cache_root,
+    find_uv,
+)
 from ssebench.spec import find_home
 
 HOME = find_home(Path(__file__).resolve().parent)
@@ -71,3 +78,30 @@ def test_packages_come_from_the_lock_once_and_then_from_the_cache_until_the_sour
     assert changed.dependencies.reused and changed.dependencies.key == first.dependencies.key
     assert not changed.workspace.reused and changed.workspace.key != first.workspace.key
     assert (changed.workspace.folder / "ssebench" / "daemon" / "_added.py").is_file()
+
+
+def test_two_builders_preparing_the_same_tree_at_once_both_get_a_complete_tree(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    started = threading.Barrier(2)
+
+    def fill(_work: Path, tree: Path) -> None:
+        started.wait(timeout=10)
+        tree.mkdir()
+        (tree / "module.py").write_text("X = 1\n")
+
+    trees: list[PackageTree] = []
+    threads = [
+        threading.Thread(
+            target=lambda: trees.append(_cached_tree("kind", "k" * 64, False, print, fill))
+        )
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(trees) == 2 and trees[0].folder == trees[1].folder
+    assert (trees[0].folder / "module.py").read_text() == "X = 1\n"
+    assert sorted(p.name for p in (tmp_path / "runtime-packages").iterdir()) == ["kind-" + "k" * 32]

@@ -27,6 +27,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -174,9 +175,8 @@ def _cached_tree(
         say(f"packages: reusing the {kind} tree {tree}")
         os.utime(entry)  # most recently used: kept by _prune
         return PackageTree(folder=tree, key=key, reused=True)
-    work = root / f".{kind}-{key[:32]}.{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{kind}-{key[:32]}.", dir=root))
     try:
         fill(work, work / "site-packages")
         # Console scripts point at the host's interpreter (the runtime runs modules with
@@ -186,8 +186,15 @@ def _cached_tree(
             record.unlink()
         (work / "site-packages" / ".lock").unlink(missing_ok=True)  # uv's, while installing
         (work / "complete").write_text(key + "\n")
+        if (entry / "complete").is_file() and not force:
+            # Another process made the same tree meanwhile (it may be reading it): use it.
+            return PackageTree(folder=tree, key=key, reused=True)
         shutil.rmtree(entry, ignore_errors=True)
-        work.rename(entry)
+        try:
+            work.rename(entry)
+        except OSError:
+            if not (entry / "complete").is_file():
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _prune(root, kind, keep=entry)
