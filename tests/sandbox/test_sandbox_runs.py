@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,12 +177,30 @@ def test_kept_container_returns_on_the_grade_and_stays_until_removed(
     assert summary["patch_result"]["status"] == "failed"
     assert summary["config"]["keep"] is True
     assert (done.run_dir / contract.GRADED_MARKER).exists()
-    wanted = {"label": f"{labels.RUN_ID}={summary['run_id']}"}
+    run_id = summary["run_id"]
+    wanted = {"label": f"{labels.RUN_ID}={run_id}"}
     kept = docker_client.containers.list(filters=wanted)
     assert len(kept) == 1 and kept[0].status == "running"
 
-    remove_by_run_id(docker_client, summary["run_id"])
-    assert leftovers(docker_client, summary["run_id"]) == []
+    # `ssebench runs` finds it, and its endpoint reaches the real daemon from this host.
+    listed = json.loads(runs_command("list", "--json"))["runs"]
+    assert [run["state"] for run in listed if run["run_id"] == run_id] == ["running"]
+    url = json.loads(runs_command("endpoint", run_id, "4263", "--json"))["url"]
+    with urllib.request.urlopen(f"{url}/version", timeout=10) as answer:
+        assert answer.status == 200
+        assert json.loads(answer.read())
+
+    runs_command("remove", run_id)
+    assert leftovers(docker_client, run_id) == []
+
+
+def runs_command(*args: str) -> str:
+    """`ssebench runs ARGS...`: its standard output; a failure fails the test."""
+    done = subprocess.run(
+        [*ssebench_argv(), "runs", *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"ssebench runs {' '.join(args)}: {done.stderr}"
+    return done.stdout
 
 
 def _wait_for_container(client: docker.DockerClient, run_id: str, deadline: float) -> None:
