@@ -19,7 +19,8 @@ SSE_RESULTS, its archive at SSE_ARCHIVE, an agent command of our own.
    together).
 
 Each measurement runs --repeat times (after one warm-up container); medians
-are reported. Needs a Docker engine and the base image.
+are reported. Needs a Docker engine on this machine (PSS is read from the host's
+/proc), root, and the base image.
 """
 
 from __future__ import annotations
@@ -46,26 +47,6 @@ DOCKER = shutil.which("docker") or "docker"
 START_TARGET = 3.0
 MEMORY_TARGET_MB = 100.0
 LABEL = "ssebench-bench.container"
-
-PSS_PROBE = r"""
-import json, os
-found = {}
-for pid in os.listdir("/proc"):
-    if not pid.isdigit():
-        continue
-    try:
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        rollup = open(f"/proc/{pid}/smaps_rollup").read()
-    except OSError:
-        continue
-    words = [a.decode(errors="replace") for a in argv]
-    if "-m" not in words:
-        continue
-    module = words[words.index("-m") + 1]
-    kb = int(rollup.split("\nPss:", 1)[1].split()[0])
-    found[module] = found.get(module, 0) + kb
-print(json.dumps(found))
-"""
 
 MCP_CALL = r"""
 import asyncio
@@ -125,14 +106,43 @@ def raw_start(image: str) -> float:
     return time.time() - begin
 
 
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (read from the host's /proc)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").iterdir():
+            children = (task / "children").read_text().split()
+            stack.extend(int(child) for child in children)
+    return found
+
+
 def _pss(name: str) -> dict[str, float]:
-    out = subprocess.run(
-        [DOCKER, "exec", name, contract.RUNTIME_PYTHON, "-I", "-c", PSS_PROBE],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    found: dict[str, int] = json.loads(out)
+    """PSS in MB of the entrypoint, daemon and MCP server, read from the host.
+
+    No probe runs inside the container, so nothing of ours shares (and so
+    lowers) the pages the three processes map.
+    """
+    pid = int(
+        subprocess.run(
+            [DOCKER, "inspect", "-f", "{{.State.Pid}}", name],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    found: dict[str, int] = {}
+    for process in _descendants(pid):
+        try:
+            words = Path(f"/proc/{process}/cmdline").read_bytes().decode().split("\0")
+            rollup = Path(f"/proc/{process}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        if "-m" not in words:
+            continue
+        module = words[words.index("-m") + 1]
+        found[module] = found.get(module, 0) + int(rollup.split("\nPss:", 1)[1].split()[0])
     figures = {label: found.get(module, 0) / 1024 for label, module in MODULES.items()}
     figures["together"] = sum(figures.values())
     return figures
