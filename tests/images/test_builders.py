@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from ssebench.backends.docker import (
     BuildLine,
     build_case,
+    build_runtime,
     build_tool,
     build_tool_images,
     case_image_name,
@@ -173,3 +174,38 @@ def test_build_case_names_an_unknown_task_and_fails() -> None:
     result = CliRunner().invoke(build_case_app, ["--local", str(DATASET), "--tasks", "nope"])
     assert result.exit_code == 1
     assert "unknown task 'nope'" in result.stderr
+
+
+@pytest.mark.docker
+def test_a_change_to_the_daemons_source_rebuilds_only_the_runtime_steps_from_its_copy(
+    docker_client: docker.DockerClient,
+    runtime_image: str,
+    ssebench_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "home"
+    skip = shutil.ignore_patterns(".venv", "__pycache__", "tests")
+    shutil.copytree(ssebench_home / "packages", home / "packages", ignore=skip)
+    shutil.copytree(ssebench_home / "images", home / "images", ignore=skip)
+    for name in ("pyproject.toml", "uv.lock"):
+        shutil.copy2(ssebench_home / name, home / name)
+    daemon = home / "packages" / "ssebench-daemon" / "src" / "ssebench" / "daemon"
+    (daemon / "_added_by_a_test.py").write_text("ADDED = 42\n")
+    monkeypatch.setenv("SSEBENCH_REGISTRY", "ssebench-test-builders")
+    monkeypatch.setenv("SSEBENCH_CACHE_DIR", str(tmp_path / "cache"))  # others' cache untouched
+    try:
+        image = build_runtime(docker_client, home)
+        assert image.tag.startswith("ssebench-test-builders/runtime:")
+        ran = [step.instruction.split()[0:2] for step in image.rebuilt]
+        assert ran[0] == ["COPY", "packages/workspace/"], ran
+        assert [words[0] for words in ran] == ["COPY", "RUN", "COPY", "LABEL"]
+        probe = "import ssebench.daemon._added_by_a_test as m; print(m.ADDED)"
+        output = docker_client.containers.run(
+            image.tag, ["/opt/ssebench/bin/python3.11", "-I", "-c", probe], remove=True
+        )
+        assert output == b"42\n"
+    finally:
+        for tag in docker_client.images.list(name="ssebench-test-builders/*"):
+            for name in tag.tags:
+                docker_client.images.remove(name, force=True)
