@@ -369,6 +369,30 @@ def test_links_planted_in_the_archive_are_never_followed(
     run.container.stop(timeout=20)
 
 
+# Modules the entrypoint, evaluator, daemon or MCP server might import after the agent ran.
+SHADOWED = (
+    "msgspec", "yaml", "tarfile", "gzip", "zlib", "traceback", "json", "decimal", "uuid",
+    "typing_extensions", "annotated_types", "pydantic", "importlib_metadata", "shutil",
+    "tempfile", "secrets", "hashlib", "base64", "email", "http", "ctypes", "asyncio",
+)  # fmt: skip
+
+
+def test_modules_the_agent_plants_in_its_tree_are_never_imported_by_root(start: Start) -> None:
+    planted = "\n".join(
+        f"cat > {name}.py <<'EOF'\n"
+        f"open('{contract.ARCHIVE_DIR}/PWNED-{name}-' + str(__import__('os').getuid()), 'w')\n"
+        "EOF"
+        for name in SHADOWED
+    )
+    run = start(
+        TLVKIT, f"{planted}\nmkdir -p ssebench/spec && cp json.py ssebench/spec/__init__.py"
+    )
+    assert run.wait() == 0, run.output()
+    assert sorted(path.name for path in run.archive.glob("PWNED-*")) == []
+    assert run.result().patch_result.status == "failed"
+    assert run.graded()
+
+
 # -- the MCP server ---------------------------------------------------------------------
 
 MCP_AGENT = f"""

@@ -12,6 +12,20 @@ from ssebench.daemon.entrypoint._run import Entrypoint
 from ssebench.daemon.entrypoint._settings import Settings, SettingsError, load_settings
 
 
+def isolate() -> None:
+    """Import nothing from the working directory, and leave it.
+
+    The image's working directory is usually the agent's source tree, and
+    this process runs as root and imports modules late (after the agent
+    ran): a `json.py` the agent left there must never be one of them. The
+    image starts the entrypoint with `python -I`, which already keeps the
+    directory off the import path; this also covers any other way to start it.
+    """
+    cwd = str(Path.cwd())
+    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".", cwd)]
+    os.chdir("/")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the container: services, the agent command, grading.
 
@@ -23,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         killed it; 128+N after stop signal N (143: SIGTERM); 2 when the run
         could not start.
     """
+    isolate()
     command = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = load_settings(command, os.environ)

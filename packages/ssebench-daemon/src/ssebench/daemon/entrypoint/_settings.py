@@ -85,13 +85,18 @@ class Settings:
     stop_grace: float = float(contract.STOP_GRACE)
 
     def daemon_command(self) -> list[str]:
-        """How the daemon is started."""
-        return list(self.daemon_argv) or [self.python, "-m", "ssebench.daemon"]
+        """How the daemon is started.
+
+        Every SSEBench process runs isolated (`-I`): nothing from PYTHON* variables
+        or the working directory gets onto its import path.
+        """
+        return list(self.daemon_argv) or [self.python, "-I", "-m", "ssebench.daemon"]
 
     def mcp_command(self) -> list[str]:
         """How the MCP server is started."""
         return list(self.mcp_argv) or [
             self.python,
+            "-I",
             "-m",
             "ssebench.daemon.mcp",
             "--host",
@@ -104,6 +109,7 @@ class Settings:
         """How the evaluator is started (the agent's figures are appended)."""
         return list(self.evaluator_argv) or [
             self.python,
+            "-I",
             "-m",
             "ssebench.daemon.evaluator",
             "--admin-socket",
