@@ -30,7 +30,7 @@ from ssebench.daemon.evaluator import (
     main,
     write_result,
 )
-from ssebench.daemon.evaluator._files import write_source_archive
+from ssebench.daemon.evaluator._files import MAX_ARCHIVED_FILE, write_source_archive
 from ssebench.spec import PatchResult, Result, RuntimeResult, read_json
 
 from .conftest import Running
@@ -273,6 +273,21 @@ def test_the_source_archive_keeps_links_as_links_and_leaves_out_foreign_hard_lin
     if os.geteuid() == 0:
         assert "src/hardlink" not in members
         assert skipped == ["src/hardlink"]
+
+
+def test_the_source_archive_leaves_out_files_past_the_size_limit(tmp_path: Path) -> None:
+    tree = tmp_path / "src"
+    tree.mkdir()
+    (tree / "small.c").write_text("int x;\n")
+    with (tree / "sparse.bin").open("wb") as sparse:
+        sparse.truncate(MAX_ARCHIVED_FILE + 1)
+    results = tmp_path / "results"
+    results.mkdir()
+    path, skipped = write_source_archive(tree, results)
+    assert skipped == ["src/sparse.bin"]
+    with tarfile.open(path) as tar:
+        assert sorted(tar.getnames()) == ["src", "src/small.c"]
+    assert path.stat().st_size < 1024 * 1024
 
 
 # -- the real daemon ----------------------------------------------------------------

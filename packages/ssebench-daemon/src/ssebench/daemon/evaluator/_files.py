@@ -24,6 +24,12 @@ RESULT_FILE: Final = "result.json"
 SOURCE_ARCHIVE: Final = "source.tar.gz"
 """The agent's tree, as it was when grading started."""
 
+MAX_ARCHIVED_FILE: Final = 64 * 1024 * 1024
+"""Files larger than this (a build product, a sparse file) are left out of the archive."""
+
+MAX_ARCHIVED_TOTAL: Final = 512 * 1024 * 1024
+"""Once this much file content is archived, the remaining files are left out."""
+
 
 @contextlib.contextmanager
 def atomic_file(directory: Path, name: str, *, mode: int = 0o600) -> Iterator[BinaryIO]:
@@ -79,7 +85,8 @@ def write_source_archive(source: Path, results_dir: Path) -> tuple[Path, list[st
 
     Only directories, symbolic links and regular files owned by the tree's
     owner are archived: a hard link the agent made to someone else's file,
-    a device or a FIFO is left out (and named in the returned notes).
+    a device or a FIFO is left out (and named in the returned notes), and so
+    are files beyond the size limits (`MAX_ARCHIVED_FILE`, `MAX_ARCHIVED_TOTAL`).
 
     Args:
         source: the agent's working tree.
@@ -93,11 +100,19 @@ def write_source_archive(source: Path, results_dir: Path) -> tuple[Path, list[st
     """
     owner = os.lstat(source).st_uid
     skipped: list[str] = []
+    total = 0
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        nonlocal total
         if info.isdir() or info.issym():
             return info
-        if info.isreg() and info.uid == owner:
+        if (
+            info.isreg()
+            and info.uid == owner
+            and info.size <= MAX_ARCHIVED_FILE
+            and total + info.size <= MAX_ARCHIVED_TOTAL
+        ):
+            total += info.size
             return info
         skipped.append(info.name)
         return None
