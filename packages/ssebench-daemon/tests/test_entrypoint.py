@@ -128,6 +128,7 @@ settings = Settings(
     admin_socket=Path(c["admin"]), agent_socket=c["agent_socket"], mcp_port=c["mcp_port"],
     model=ModelUser(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
     mcp_argv=c["mcp_argv"], start_timeout=c["start_timeout"], evaluator_grace=5.0,
+    evaluator_min_timeout=c["evaluator_min_timeout"], evaluator_argv=c["evaluator_argv"],
 )
 sys.exit(Entrypoint(settings).run())
 """
@@ -228,6 +229,8 @@ def start(layout: Layout) -> Iterator[Start]:
         environ: dict[str, str] | None = None,
         wait: bool = True,
         code: str = LAUNCH,
+        evaluator_min_timeout: float = 300.0,
+        evaluator_argv: list[str] | None = None,
     ) -> Ran:
         admin = layout.sockets / "admin.sock"
         agent_socket = str(layout.base / "sse.sock")
@@ -266,6 +269,8 @@ def start(layout: Layout) -> Iterator[Start]:
             ],
             "mcp_argv": mcp_argv or [sys.executable, str(mcp_script), str(layout.mcp_port)],
             "start_timeout": 30.0,
+            "evaluator_min_timeout": evaluator_min_timeout,
+            "evaluator_argv": evaluator_argv or [],
         }
         proc = subprocess.Popen(
             [sys.executable, "-c", code, json.dumps(config)],
@@ -417,6 +422,50 @@ def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
     assert result.patch_result.status == "error"
     assert "during the grading phase" in (result.patch_result.error_msg or "")
     assert result.runtime_result.agent_exit_code == 0
+
+
+def test_a_short_agent_limit_still_leaves_the_evaluator_five_minutes(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("true", timeout=1)
+    assert ran.proc.returncode == 0, ran.stderr
+    assert "evaluator started: pid" in ran.stderr
+    assert ", time limit 300 s" in ran.stderr
+    assert ran.result().patch_result.status == "failed"
+
+
+def test_grading_that_outlasts_the_evaluators_limit_is_an_evaluator_timeout(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("true", timeout=2, daemon_mode="slow-grading", evaluator_min_timeout=0)
+    assert ran.proc.returncode == 0, ran.stderr
+    assert ran.seconds < 60
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert "time limit (2 s) ran out" in (result.patch_result.error_msg or "")
+    assert result.runtime_result.evaluator_timeout is True
+    assert result.runtime_result.agent_exit_code == 0
+    assert (layout.results / ".graded").read_text() == "error\n"
+
+
+def test_an_evaluator_that_hangs_is_killed_after_its_grace_with_an_error_grade(
+    start: Start, layout: Layout
+) -> None:
+    ran = start(
+        "true",
+        timeout=1,
+        evaluator_min_timeout=0,
+        evaluator_argv=[sys.executable, "-c", "import time; time.sleep(600)"],
+    )
+    assert ran.proc.returncode == 0, ran.stderr
+    assert 5 < ran.seconds < 60
+    result = ran.result()
+    assert result.patch_result.status == "error"
+    assert result.patch_result.error_msg == (
+        "the evaluator did not finish within 1 s (+5 s): killed"
+    )
+    assert result.runtime_result.evaluator_timeout is True
+    assert (layout.results / ".graded").read_text() == "error\n"
 
 
 def test_a_daemon_that_does_not_start_ends_the_run_promptly_with_its_log(

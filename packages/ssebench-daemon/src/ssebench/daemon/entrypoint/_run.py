@@ -216,7 +216,7 @@ class Entrypoint:
         argv = [
             *self.settings.evaluator_command(),
             "--timeout",
-            f"{self.settings.timeout:g}",
+            f"{self.settings.evaluator_timeout:g}",
             "--agent-duration",
             f"{agent.duration:.3f}",
         ]
@@ -252,9 +252,9 @@ class Entrypoint:
             self._write_error(f"cannot start the evaluator: {exc}")
             return
         os.close(write_fd)
-        self.say(f"evaluator started: pid {proc.pid}")
+        self.say(f"evaluator started: pid {proc.pid}, time limit {settings.evaluator_timeout:g} s")
         relay = Relay(read_fd, log, self.err)
-        deadline = time.monotonic() + settings.timeout + settings.evaluator_grace
+        deadline = time.monotonic() + settings.evaluator_timeout + settings.evaluator_grace
         killed = False
         while True:
             self.children.reap()
@@ -278,7 +278,7 @@ class Entrypoint:
             self.say("the evaluator did not finish within its time limit: killed")
             if not self._has_grade():
                 self._write_error(
-                    f"the evaluator did not finish within {settings.timeout:g} s "
+                    f"the evaluator did not finish within {settings.evaluator_timeout:g} s "
                     f"(+{settings.evaluator_grace:g} s): killed",
                     log_tail(settings.results_dir, "evaluator.log"),
                     evaluator_timeout=True,

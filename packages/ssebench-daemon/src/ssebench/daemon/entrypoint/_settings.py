@@ -18,6 +18,10 @@ DEFAULT_TIMEOUT: Final = 3600.0
 START_TIMEOUT: Final = 120.0
 """Seconds the daemon and the MCP server may take to come up."""
 
+EVALUATOR_MIN_TIMEOUT: Final = 300.0
+"""The evaluator's time limit is TIMEOUT, but never less than this: a short agent limit
+(a quick trial, a test) must not leave too little time to grade."""
+
 EVALUATOR_GRACE: Final = 60.0
 """Seconds the evaluator gets beyond its own limit before the entrypoint kills it."""
 
@@ -80,9 +84,15 @@ class Settings:
     mcp_argv: Sequence[str] = ()
     evaluator_argv: Sequence[str] = ()
     start_timeout: float = START_TIMEOUT
+    evaluator_min_timeout: float = EVALUATOR_MIN_TIMEOUT
     evaluator_grace: float = EVALUATOR_GRACE
     service_stop_wait: float = SERVICE_STOP_WAIT
     stop_grace: float = float(contract.STOP_GRACE)
+
+    @property
+    def evaluator_timeout(self) -> float:
+        """The evaluator's own time limit: TIMEOUT, at least `evaluator_min_timeout`."""
+        return max(self.timeout, self.evaluator_min_timeout)
 
     def daemon_command(self) -> list[str]:
         """How the daemon is started.
