@@ -231,11 +231,12 @@ def start(layout: Layout) -> Iterator[Start]:
         code: str = LAUNCH,
         evaluator_min_timeout: float = 300.0,
         evaluator_argv: list[str] | None = None,
+        argv: list[str] | None = None,
     ) -> Ran:
         admin = layout.sockets / "admin.sock"
         agent_socket = str(layout.base / "sse.sock")
         config = {
-            "command": ["/bin/bash", "-c", textwrap.dedent(script)],
+            "command": argv or ["/bin/bash", "-c", textwrap.dedent(script)],
             "timeout": timeout,
             "keep_alive": keep_alive,
             "results": str(layout.results),
@@ -422,6 +423,19 @@ def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
     assert result.patch_result.status == "error"
     assert "during the grading phase" in (result.patch_result.error_msg or "")
     assert result.runtime_result.agent_exit_code == 0
+
+
+def test_an_agent_command_that_cannot_start_exits_127_and_is_graded(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("", argv=["/nonexistent/agent", "--flag"])
+    assert ran.proc.returncode == 127, ran.stderr
+    assert "cannot start the agent command '/nonexistent/agent'" in ran.stdout
+    assert "cannot start the agent command" in _read(layout.results / "agent.log")
+    result = ran.result()
+    assert result.runtime_result.agent_exit_code == 127
+    assert result.patch_result.status == "failed"
+    assert (layout.results / ".graded").exists()
 
 
 def test_a_short_agent_limit_still_leaves_the_evaluator_five_minutes(
