@@ -219,7 +219,7 @@ def test_the_dialog_is_read_as_model_from_since_on(daemon_in: StartBox) -> None:
     # A link planted to hidden material is read with model's permissions: nothing leaks.
     box.sh("ln -sf /ssebench/config.yaml /tmp/sse-archive/dialog.jsonl", user="model")
     answer = box.one(get("agent", "/agent/dialog"))
-    assert answer.status != 200
+    assert (answer.status, answer.code) == (409, "conflict"), answer
     assert "pyarchive" not in answer.body
     assert box.ok(get("agent", "/version"))
 

@@ -5,10 +5,11 @@ For every check root makes `<scratch>/check-<n>/` (root:sse-runner 0710) with
 runner's private HOME and TMPDIR) and `stage/` (root:sse-runner 0750), where
 root stages the hidden material the check needs just before it runs. During
 the agent phase the copy is the pristine project with the agent's diff
-applied (as sse-runner); a grading check copies `/ssebench-repo`, to which
-`prepare_grading` applied the final diff. After every check each sse-runner
-process is killed and its files in world-writable directories removed; the
-copy is removed too, except the last build's, where `run_poc` runs.
+applied (as sse-runner); a grading check (and every check once
+`prepare_grading` applied the final diff to `/ssebench-repo`) copies
+`/ssebench-repo` as it is. After every check each sse-runner process is
+killed and its files in world-writable directories removed; the copy is
+removed too, except the last build's, where `run_poc` runs.
 """
 
 from __future__ import annotations
@@ -191,6 +192,9 @@ class CheckRunner:
         self.limit = config.max_stream_bytes
         self.lock = asyncio.Lock()
         self._last_build: _Copy | None = None
+        self.repo_patched = False
+        """Whether `prepare_grading` applied the agent's diff to the project: from then on
+        every check starts from the project as it is."""
 
     async def reset(self) -> None:
         """Start a fresh check session: kill the runner's processes, forget every copy."""
@@ -248,7 +252,7 @@ class CheckRunner:
         if action == "build":
             assert scripts.build is not None
             output = await check.step("build", self._script(scripts.build), src)
-            self._last_build = _Copy(check.number, check.root, grading)
+            self._last_build = _Copy(check.number, check.root, grading or self.repo_patched)
             return _response(output), True
         if action == "intent_test":
             future = self.task.files.future_test
@@ -267,7 +271,7 @@ class CheckRunner:
 
     async def _run_poc(self, check: _Check, pocs: list[str], *, grading: bool) -> BencherResponse:
         build = self._last_build
-        if build is None or build.grading != grading:
+        if build is None or build.grading != (grading or self.repo_patched):
             check.log.note("nothing was built")
             return BencherResponse(
                 code=-1,
@@ -346,7 +350,7 @@ class CheckRunner:
         except OSError as exc:
             check.log.note(f"the scratch copy failed: {exc}")
             raise InternalError(f"cannot make the scratch copy: {exc}") from exc
-        if grading:
+        if grading or self.repo_patched:
             return None
         patch = await self.agent_patch()
         if not patch:

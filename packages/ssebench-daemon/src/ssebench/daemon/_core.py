@@ -221,13 +221,18 @@ class Daemon:
 
         Raises:
             BadRequestError: `since` is negative.
-            InternalError: the file cannot be read.
+            ConflictError: `model` may not read the file (e.g. a link to elsewhere).
+            InternalError: reading it failed otherwise.
         """
         if since < 0:
             raise BadRequestError("'since' must be 0 or more")
         path = self.config.archive_dir / "dialog.jsonl"
         try:
             data = await read_as(self.privileges.model, path, limit=MAX_DIALOG_BYTES)
+        except PermissionError as exc:
+            raise ConflictError(
+                f"dialog.jsonl cannot be read as {self.privileges.model.name}"
+            ) from exc
         except OSError as exc:
             raise InternalError(str(exc)) from exc
         lines = [line for line in (data or b"").splitlines() if line.strip()]
@@ -390,6 +395,7 @@ class Daemon:
             _write_private(results / "commits.log", commits.encode("utf-8", errors="replace"))
             if patch:
                 await self._apply_to_repo(results / "final.patch")
+            self.checks.repo_patched = True
             self.final_patch = patch
             log.info("grading prepared: %d bytes of diff applied", len(patch))
             return PrepareGradingResponse(success=True, patch_bytes=len(patch))
