@@ -85,7 +85,13 @@ def test_capabilities_say_what_the_listener_allows_and_the_task_has(
 def test_after_agent_exited_every_tool_is_refused_on_agent_facing_listeners(
     running: Running,
 ) -> None:
-    assert bash(running.agent, "setsid sleep 1000 &").status_code == 200
+    # Wait until the detached process is in its own session before ending the phase.
+    started = bash(
+        running.agent,
+        "setsid sh -c 'echo $$ > .detached; exec sleep 1000' & "
+        "while [ ! -s .detached ]; do sleep 0.01; done; echo ok",
+    )
+    assert started.json()["stdout"] == "ok\n"
     first = running.admin.post("/admin/agent_exited")
     assert first.status_code == 200
     assert first.json()["success"] is True
