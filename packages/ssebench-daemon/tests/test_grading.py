@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ssebench.spec import PatchResult, Result, RuntimeResult, encode_json
+
 from .conftest import Running
 
 
@@ -50,3 +52,24 @@ def test_the_agent_phase_checks_apply_the_agents_diff_to_a_pristine_copy(running
     assert intent.json()["code"] == 0, intent.text
     assert (running.config.repo_dir / "lib.txt").read_text() == "bug\n"
     assert not (running.config.repo_dir / "tests" / "intent.sh").exists()
+
+
+def test_result_answers_the_grade_once_written_and_refuses_a_broken_one(running: Running) -> None:
+    path = running.config.results_dir / "result.json"
+    assert running.agent.get("/result").status_code == 404
+    path.parent.mkdir(parents=True, exist_ok=True)
+    grade = Result(
+        patch_result=PatchResult(status="passed", build_success=True, pov_passed=2, pov_total=2),
+        runtime_result=RuntimeResult(agent_duration=1.5, agent_exit_code=0),
+    )
+    path.write_bytes(encode_json(grade))
+    for client in (*running.agent_facing, running.admin):
+        body = client.get("/result").json()
+        assert body["patch_result"]["status"] == "passed"
+        assert body["patch_result"]["pov_passed"] == 2
+        assert body["runtime_result"]["agent_exit_code"] == 0
+    path.write_text("{}")
+    broken = running.agent.get("/result")
+    assert broken.status_code == 500
+    assert broken.json()["code"] == "internal_error"
+    assert "not a valid grade" in broken.json()["error"]
