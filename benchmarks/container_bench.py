@@ -184,7 +184,9 @@ def one_run(image: str, memory: bool) -> Sample:
         log = _wait(run_dir / "entrypoint.log", "MCP server serving after", 120)
         sample = Sample(start=started - begin)
         for match in _LINE.finditer(log):
-            sample.steps.setdefault(match.group(2), float(match.group(1)))
+            # "<step> after <seconds> s": seconds since the entrypoint (or, for the
+            # services, its start of them a few ms later) began.
+            sample.steps.setdefault(match.group(2), float(match.group(3)))
         # The entrypoint's clock starts with it: place it on the container's timeline.
         offset = sample.start - sample.steps.get("agent started", 0.0)
         sample.steps = {k: v + offset for k, v in sample.steps.items()}

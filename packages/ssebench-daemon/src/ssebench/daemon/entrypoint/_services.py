@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -21,6 +22,10 @@ from ssebench.daemon.entrypoint._settings import Settings
 
 POLL: float = 0.01
 """Seconds between readiness probes."""
+
+MCP_NICENESS = 5
+"""The MCP server loads its SDK (CPU-bound, a second or more) while the daemon starts;
+the agent starts once the daemon answers, so on a busy machine the daemon goes first."""
 
 MCP_PROBE_PATH = "/ssebench-probe"
 """Asked of the MCP server to learn that it serves: the web server answers only once
@@ -52,6 +57,8 @@ class Service:
     ready: Callable[[], bool]
     ready_word: str = "ready"
     """What passing `ready` means, for the log: "ready" (it answers) or "listening"."""
+    niceness: int = 0
+    """Added to its scheduling niceness: the agent waits for the daemon, not for this."""
     serving: Callable[[], bool] | None = None
     """A later, stronger probe, watched while the agent runs (the MCP server answering HTTP)."""
     proc: subprocess.Popen[bytes] | None = None
@@ -194,6 +201,7 @@ class Services:
             # listen queue until the SDK answers, which `watch` reports.
             ready=tcp_ready(settings.mcp_host, settings.mcp_port),
             ready_word="listening",
+            niceness=MCP_NICENESS,
             serving=HttpProbe(settings.mcp_host, settings.mcp_port, MCP_PROBE_PATH),
         )
         return [daemon, mcp]
@@ -266,6 +274,9 @@ class Services:
             ) from exc
         finally:
             os.close(log)
+        if service.niceness:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, service.proc.pid, service.niceness)
 
     def watch(self, say: Callable[[str], None]) -> bool:
         """One round of the `serving` probes: say when a service serves, or died first.
