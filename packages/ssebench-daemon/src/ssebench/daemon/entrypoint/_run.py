@@ -35,7 +35,7 @@ from ssebench.daemon.entrypoint._files import (
     prepare_results,
     write_marker,
 )
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, kill_user, signal_group
 from ssebench.daemon.entrypoint._services import (
     ServiceError,
     Services,
@@ -110,6 +110,9 @@ class Entrypoint:
                     f"{type(exc).__name__}: {exc}",
                     traceback.format_exc(),
                 )
+            if self.phase == "agent" and os.geteuid() == 0:
+                with contextlib.suppress(Exception):
+                    kill_user(self.settings.model.uid, self.settings.model.gid, self.children)
             with contextlib.suppress(Exception):
                 self._finish(stop_services=True)
             return CRASHED
@@ -163,7 +166,8 @@ class Entrypoint:
         reply = UnixHTTPClient(str(self.settings.admin_socket)).get("/project")
         if not reply.ok:
             raise ValueError(f"GET /project answered {reply.status}: {reply.error_text()}")
-        source = json.loads(reply.body).get("source")
+        project = json.loads(reply.body)
+        source = project.get("source") if isinstance(project, dict) else None
         if not isinstance(source, str) or not source.startswith("/"):
             raise ValueError(f"GET /project gave no absolute source path: {source!r}")
         return source
