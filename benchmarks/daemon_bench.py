@@ -125,7 +125,7 @@ def start_daemon(image: str) -> str:
     name = f"ssebench-bench-daemon-{uuid.uuid4().hex[:10]}"
     docker_cli(
         "run", "-d", "--init", "--network", "none", "--name", name,
-        "-e", "SSE_DIFFICULTY=0", "--entrypoint", PYTHON, image, "-m", "ssebench.daemon",
+        "-e", "SSE_DIFFICULTY=0", "--entrypoint", PYTHON, image, "-I", "-m", "ssebench.daemon",
     )  # fmt: skip
     for _ in range(300):
         done = subprocess.run(

@@ -218,7 +218,8 @@ def start_box(image: str, **env: str) -> Box:
     env_args = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
     subprocess.run(
         ["docker", "run", "-d", "--init", "--network", "none", "--label", f"{LABEL}=1",
-         "--name", box.name, *env_args, "--entrypoint", PYTHON, image, "-m", "ssebench.daemon"],
+         "--name", box.name, *env_args, "--entrypoint", PYTHON, image,
+         "-I", "-m", "ssebench.daemon"],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -6,6 +6,8 @@ The daemon runs as root; the agent is `docker exec --user model`.
 from __future__ import annotations
 
 import subprocess
+import time
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -247,3 +249,32 @@ def test_the_daemon_refuses_to_start_with_a_clear_message(
     assert done.returncode == 2, done
     assert "refusing to start" in done.stderr
     assert message in done.stderr
+
+
+def test_the_daemon_never_imports_from_the_folder_it_was_started_in(
+    tool_image: Callable[..., str],
+) -> None:
+    # Started without -I from the source tree (the image's working directory), where
+    # modules named like the daemon's dependencies were planted.
+    plant = "; ".join(
+        f'printf \'open("/tmp/imported-{name}", "w").close()\\n\' > /src/pyarchive/{name}.py'
+        for name in ("uvicorn", "starlette", "msgspec", "h11", "yaml")
+    )
+    box_name = f"ssebench-test-daemon-cwd-{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        ["docker", "run", "-d", "--init", "--network", "none", "--name", box_name,
+         "--entrypoint", "bash", "-w", "/src/pyarchive", tool_image(TASK),
+         "-c", f"{plant}; exec {PYTHON} -m ssebench.daemon"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    box = Box(name=box_name, image=tool_image(TASK))
+    try:
+        for _ in range(300):
+            if box.exec(["test", "-S", ADMIN_SOCKET]).returncode == 0:
+                break
+            time.sleep(0.1)
+        assert box.ok(get("agent", "/version"))["version"], box.logs()
+        assert box.ok(bash("agent", "ls /src/pyarchive/uvicorn.py"))["code"] == 0
+        assert box.out("ls /tmp | grep -c imported- || true") == "0\n"
+    finally:
+        box.remove()
