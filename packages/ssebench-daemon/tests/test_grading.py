@@ -73,3 +73,12 @@ def test_result_answers_the_grade_once_written_and_refuses_a_broken_one(running:
     assert broken.status_code == 500
     assert broken.json()["code"] == "internal_error"
     assert "not a valid grade" in broken.json()["error"]
+
+
+def test_prepare_grading_ends_the_agent_phase_if_nobody_did(running: Running) -> None:
+    bash(running, "printf 'fixed\\n' > lib.txt")
+    assert running.admin.post("/prepare_grading").status_code == 200
+    refused = running.agent.post("/tool/bash", json={"command": "printf 'later\\n' > lib.txt"})
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "agent_phase_over"
+    assert "+fixed" in (running.config.results_dir / "final.patch").read_text()

@@ -367,15 +367,19 @@ class Daemon:
             ForbiddenError: asked on an agent-facing listener.
         """
         self.require_admin(admin, "ending the agent phase")
+        return AgentExitedResponse(success=True, killed=await self._end_agent_phase())
+
+    async def _end_agent_phase(self) -> int:
         self.agent_phase_over = True
         await self.shell.stop()
         killed = await self.privileges.killer.kill_all(self.privileges.model)
         log.info("agent phase over: %d model processes killed", killed)
-        return AgentExitedResponse(success=True, killed=killed)
+        return killed
 
     async def prepare_grading(self, *, admin: bool) -> PrepareGradingResponse:
-        """`POST /prepare_grading`: fresh check session, final.patch and commits.log
-        written, the diff applied to `/ssebench-repo`. A second call answers the same.
+        """`POST /prepare_grading`: the agent phase ended (if it was not), a fresh check
+        session, final.patch and commits.log written, the diff applied to `/ssebench-repo`.
+        A second call answers the same.
 
         Raises:
             ForbiddenError: asked on an agent-facing listener.
@@ -386,6 +390,9 @@ class Daemon:
         async with self._grading_lock:
             if self.final_patch is not None:
                 return PrepareGradingResponse(success=True, patch_bytes=len(self.final_patch))
+            if not self.agent_phase_over:
+                # Nothing of the agent may change the tree while (or after) it is graded.
+                await self._end_agent_phase()
             await self.checks.reset()
             patch = await self.differ.diff()
             results = self.config.results_dir
