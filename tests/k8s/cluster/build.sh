@@ -10,7 +10,10 @@ K8S_PACKAGES=(
   k8s.io/kubernetes/cmd/kubectl
   ./cmd/etcd
 )
-K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
+K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd kube-router)
+# The NetworkPolicy controller: kube-router's firewall only (its own module, built as published).
+KUBE_ROUTER_MODULE=github.com/cloudnativelabs/kube-router/v2
+KUBE_ROUTER_VERSION=v2.1.0
 
 # What the binaries depend on: the wrapper module's files and the Go toolchain.
 build_key() {
@@ -18,6 +21,7 @@ build_key() {
     go version
     (cd "$HERE/wrapper" && sha256sum go.mod go.sum tools.go cmd/etcd/main.go)
     echo "${K8S_PACKAGES[*]}"
+    echo "$KUBE_ROUTER_MODULE@$KUBE_ROUTER_VERSION"
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -58,6 +62,9 @@ cmd_build() {
     [ -f "$work/go.sum" ] || (cd "$work" && nice -n 19 go mod tidy)
     (cd "$work" && nice -n 19 /usr/bin/time -v go build -p 2 -trimpath -tags selinux,notest \
       -ldflags "$ldflags" -o "$tmp/" "${K8S_PACKAGES[@]}")
+    # `go install pkg@version` builds kube-router with its own go.mod and go.sum.
+    (cd "$work" && GOBIN="$tmp" GOFLAGS= nice -n 19 /usr/bin/time -v go install -trimpath \
+      -ldflags "-s -w" "$KUBE_ROUTER_MODULE/cmd/kube-router@$KUBE_ROUTER_VERSION")
   } >>"$log" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do

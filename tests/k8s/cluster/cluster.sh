@@ -44,7 +44,7 @@ CGROUP_PARENT=benchk8s
 # Sysctls the kubelet sets when protectKernelDefaults is off; restored by `down`.
 KUBELET_SYSCTLS=(vm/overcommit_memory kernel/panic kernel/panic_on_oops)
 
-DAEMONS=(registry etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+DAEMONS=(registry etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-router)
 
 say() { echo "k8s: $*" >&2; }
 die() { echo "k8s: error: $*" >&2; exit 1; }
@@ -115,7 +115,7 @@ ensure_packages() {
   for pair in containerd:containerd runc:runc docker-registry:docker-registry \
               iptables:iptables ip6tables:iptables openssl:openssl gcc:gcc python3:python3 \
               /usr/lib/cni/bridge:containernetworking-plugins /usr/include/stdio.h:libc6-dev \
-              /bin/busybox:busybox-static curl:curl ss:iproute2 flock:util-linux; do
+              /bin/busybox:busybox-static curl:curl ss:iproute2 flock:util-linux ipset:ipset; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if [ "${cmd#/}" != "$cmd" ]; then [ -e "$cmd" ] && continue
     else command -v "$cmd" >/dev/null && continue; fi
@@ -167,10 +167,11 @@ make_pki() {
     cert controller-manager "/CN=system:kube-controller-manager" clientAuth
     cert scheduler "/CN=system:kube-scheduler" clientAuth
     cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+    cert kube-router "/CN=benchk8s:kube-router" clientAuth
     cert kubelet-serving "/CN=$NODE_NAME" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1,IP:$ip"
   )
   local n
-  for n in admin controller-manager scheduler kubelet; do
+  for n in admin controller-manager scheduler kubelet kube-router; do
     write_kubeconfig "$n" "$DATA/$n.kubeconfig"
   done
 }
@@ -334,26 +335,51 @@ add_rules() {
   ip6tables -A BENCHK8S-FORWARD -j REJECT
   ip6tables -I FORWARD 1 -i "$BRIDGE" -j BENCHK8S-FORWARD
   ip6tables -I FORWARD 1 -o "$BRIDGE" -j BENCHK8S-FORWARD
+  # The same in the mangle table, which runs before every filter chain: kube-router
+  # keeps its own jumps first in filter INPUT/FORWARD and ACCEPTs what the
+  # NetworkPolicies allow there, so the filter chains above alone would not hold.
+  # mangle cannot REJECT: new connections are dropped.
+  local cmd
+  for cmd in iptables ip6tables; do
+    "$cmd" -t mangle -N BENCHK8S-GUARD-IN
+    "$cmd" -t mangle -A BENCHK8S-GUARD-IN -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+    [ "$cmd" = ip6tables ] ||
+      "$cmd" -t mangle -A BENCHK8S-GUARD-IN -d "$POD_GW" -p tcp --dport "$APISERVER_PORT" -j RETURN
+    "$cmd" -t mangle -A BENCHK8S-GUARD-IN -j DROP
+    "$cmd" -t mangle -I INPUT 1 -i "$BRIDGE" -j BENCHK8S-GUARD-IN
+    "$cmd" -t mangle -N BENCHK8S-GUARD-FWD
+    "$cmd" -t mangle -A BENCHK8S-GUARD-FWD -i "$BRIDGE" -o "$BRIDGE" -j RETURN
+    "$cmd" -t mangle -A BENCHK8S-GUARD-FWD -j DROP
+    "$cmd" -t mangle -I FORWARD 1 -i "$BRIDGE" -j BENCHK8S-GUARD-FWD
+    "$cmd" -t mangle -I FORWARD 1 -o "$BRIDGE" -j BENCHK8S-GUARD-FWD
+  done
 }
 
-# Remove every jump to a BENCHK8S-* chain, then the chains; also the chains the
-# kubelet creates (its canaries, and KUBE-FIREWALL with its "block incoming
-# localnet connections" rule); no other Kubernetes runs on these machines.
+# Remove every jump to a BENCHK8S-* or KUBE-* chain, then those chains (all
+# flushed before any is deleted: they jump to each other), then kube-router's
+# ipsets. KUBE-* are the kubelet's (canaries, KUBE-FIREWALL with its "block
+# incoming localnet connections" rule) and kube-router's (KUBE-ROUTER-*,
+# KUBE-POD-FW-*, KUBE-NWPLCY-*); no other Kubernetes runs on these machines, and
+# Docker's chains are DOCKER*.
 del_rules() {
-  local cmd table rule chain
+  local cmd table rule chain chains
   for cmd in iptables ip6tables; do
     for table in filter nat mangle; do
-      "$cmd" -t "$table" -S 2>/dev/null | grep -E -- '-j (BENCHK8S-|KUBE-KUBELET-CANARY|KUBE-IPTABLES-HINT|KUBE-FIREWALL)' |
+      "$cmd" -t "$table" -S 2>/dev/null | grep -E -- '^-A [A-Z]+ .*-j (BENCHK8S-|KUBE-)' |
         while read -r rule; do
           # "-A CHAIN args" -> "-D CHAIN args"
           eval "\"$cmd\" -t \"$table\" -D ${rule#-A }" 2>/dev/null || true
         done || true
-      for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && ($2 ~ /^BENCHK8S-/ || $2 == "KUBE-KUBELET-CANARY" || $2 == "KUBE-IPTABLES-HINT" || $2 == "KUBE-FIREWALL") {print $2}'); do
-        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
-        "$cmd" -t "$table" -X "$chain" 2>/dev/null || true
-      done
+      chains=$("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(BENCHK8S-|KUBE-)/ {print $2}')
+      for chain in $chains; do "$cmd" -t "$table" -F "$chain" 2>/dev/null || true; done
+      for chain in $chains; do "$cmd" -t "$table" -X "$chain" 2>/dev/null || true; done
     done
   done
+  if command -v ipset >/dev/null; then
+    for chain in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-(SRC|DST)-'); do
+      ipset destroy "$chain" 2>/dev/null || true
+    done
+  fi
 }
 
 # The kubelet wants its cgroupRoot to exist in every hierarchy.
@@ -422,6 +448,12 @@ ctr_() { ctr --address "$CTR_SOCK" --namespace k8s.io "$@"; }
 
 node_ready() {
   [ "$(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+# kube-router jumps to its chains and has written its "ACCEPT what complies" rule.
+kube_router_synced() {
+  iptables -S FORWARD | grep -q -- '-j KUBE-ROUTER-FORWARD' &&
+    iptables -S KUBE-ROUTER-FORWARD | grep -q -- '--mark 0x20000/0x20000 -j ACCEPT'
 }
 
 curl_k8s() { curl -fsS --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
@@ -507,6 +539,41 @@ cmd_up() {
     --hostname-override="$NODE_NAME" --node-ip="$ip" --v=1
   say "waiting for the node to be Ready"
   wait_for "a Ready node" 120 node_ready
+  # NetworkPolicies: kube-router's firewall only (no routing, service proxy or CNI).
+  kubectl_ apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "benchk8s:kube-router"}
+rules:
+- apiGroups: [""]
+  resources: [namespaces, pods, services, endpoints, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "benchk8s:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "benchk8s:kube-router"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "benchk8s:kube-router"}
+EOF
+  # Its iptables-restore restores only its own chains (kube-router/iptables-restore).
+  (
+    export PATH="$HERE/kube-router:$PATH"
+    start_daemon kube-router "$BIN/kube-router" --kubeconfig="$DATA/kube-router.kubeconfig" \
+      --hostname-override="$NODE_NAME" --run-firewall=true --run-router=false \
+      --run-service-proxy=false --enable-cni=false --enable-ipv4=true --enable-ipv6=false \
+      --service-cluster-ip-range="$SVC_CIDR" --health-port=0 --metrics-port=0 --v=1
+  )
+  wait_for "kube-router's first sync" 60 kube_router_synced
   wait_for "the default service account" 60 kubectl_ get serviceaccount default -n default
   wait_for "the kube-root-ca.crt config map" 60 kubectl_ get configmap kube-root-ca.crt -n default
   say "cluster is up in $((SECONDS - t0)) s; kubeconfig: $KUBECONFIG_PATH"
@@ -524,6 +591,7 @@ cmd_down() {
   local purge=${1:-} i
   if [ -d "$RUN" ] || [ -n "$purge" ]; then say "stopping the cluster"; fi
   # No new pods; then let the kubelet stop every pod (network teardown included).
+  stop_daemon kube-router
   stop_daemon kube-controller-manager
   stop_daemon kube-scheduler
   if daemon_pid kubelet >/dev/null && daemon_pid kube-apiserver >/dev/null && [ -x "$BIN/kubectl" ]; then
