@@ -70,6 +70,8 @@ def internet_standin() -> Iterator[str]:
     """A server in a network namespace of our own, reached through the host's routing."""
     if shutil.which("ip") is None:
         pytest.fail("iproute2 is needed to stand up the test's network namespace")
+    # What an interrupted earlier session may have left.
+    subprocess.run(["ip", "link", "del", "ssebt-h"], capture_output=True, check=False)
     subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, check=False)
     _ip("netns", "add", NETNS)
     server = None
