@@ -32,6 +32,8 @@ binaries_current() {
 }
 
 cmd_build() {
+  # The machines' Go lives in /usr/local/go, which a non-login shell may not have on PATH.
+  command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || PATH=$PATH:/usr/local/go/bin
   command -v go >/dev/null || die "go is not installed (Go >= 1.25 is needed to build Kubernetes $K8S_VERSION)"
   export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
   export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gocache"

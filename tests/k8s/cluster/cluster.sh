@@ -16,6 +16,7 @@
 # and the binaries' cache (SSEBENCH_K8S_CACHE, default /var/cache/ssebench-k8s).
 # dockerd, its containerd, its bridge and its chains are never touched.
 set -euo pipefail
+shopt -s globstar
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 K8S_VERSION=v1.35.4
@@ -615,6 +616,7 @@ cmd_down() {
   fi
   stop_daemon containerd
   kill_our_shims
+  kill_cgroup_tasks
   stop_daemon kube-apiserver
   stop_daemon etcd
   stop_daemon registry
@@ -639,6 +641,21 @@ kill_our_shims() {
     [ "$(readlink "$p/exe" 2>/dev/null)" = "$(readlink -f "$(command -v containerd-shim-runc-v2)")" ] || continue
     tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "-address $CTR_SOCK " || continue
     kill -KILL "${p#/proc/}" 2>/dev/null || true
+  done
+}
+
+# Whatever still runs in our cgroups (everything under the kubelet's cgroupRoot is
+# a pod's): containers whose shim is gone, e.g. after containerd was killed.
+kill_cgroup_tasks() {
+  local i pid found
+  for i in $(seq 25); do
+    found=
+    for pid in $(cat /sys/fs/cgroup/*/"$CGROUP_PARENT"/cgroup.procs \
+                     /sys/fs/cgroup/*/"$CGROUP_PARENT"/**/cgroup.procs 2>/dev/null | sort -u); do
+      kill -KILL "$pid" 2>/dev/null && found=1
+    done
+    [ -z "$found" ] && return 0
+    sleep 0.2
   done
 }
 
