@@ -13,6 +13,7 @@ from ssebench.backends.docker._wheelhouse import (
     CACHE_ENV,
     PackageTree,
     _cached_tree,
+    _strip_host_specifics,
     cache_root,
     find_uv,
 )
@@ -50,6 +51,10 @@ def test_packages_come_from_the_lock_once_and_then_from_the_cache_until_the_sour
     for tree in (deps, ours):
         assert not (tree / "bin").exists() and not (tree / ".lock").exists()
         assert not list(tree.glob("*.dist-info/direct_url.json"))
+        assert not list(tree.glob("*.dist-info/uv_cache.json"))
+        for record in tree.glob("*.dist-info/RECORD"):
+            for row in record.read_text().splitlines():
+                assert (tree / row.split(",")[0]).is_file(), f"{record}: {row}"
     # Wheels for the runtime's CPython 3.11 on x86_64 Linux, whatever the host's Python.
     assert list((deps / "msgspec").glob("_core.cpython-311-x86_64-linux-gnu.so"))
 
@@ -79,6 +84,19 @@ def test_packages_come_from_the_lock_once_and_then_from_the_cache_until_the_sour
     assert not changed.workspace.reused and changed.workspace.key != first.workspace.key
     assert (changed.workspace.folder / "ssebench" / "daemon" / "_added.py").is_file()
 
+    # Another checkout and another cache folder prepare a byte-identical tree from the lock.
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "other-cache"))
+    elsewhere = prepare_runtime_packages(home)
+    assert not elsewhere.dependencies.reused
+    assert _contents(elsewhere.dependencies.folder) == _contents(deps)
+
+
+def _contents(tree: Path) -> dict[str, bytes | None]:
+    return {
+        str(path.relative_to(tree)): path.read_bytes() if path.is_file() else None
+        for path in sorted(tree.rglob("*"))
+    }
+
 
 def test_two_builders_preparing_the_same_tree_at_once_both_get_a_complete_tree(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -105,3 +123,39 @@ def test_two_builders_preparing_the_same_tree_at_once_both_get_a_complete_tree(
     assert len(trees) == 2 and trees[0].folder == trees[1].folder
     assert (trees[0].folder / "module.py").read_text() == "X = 1\n"
     assert sorted(p.name for p in (tmp_path / "runtime-packages").iterdir()) == ["kind-" + "k" * 32]
+
+
+def test_what_an_install_writes_about_the_host_is_removed_with_its_record_rows(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "site-packages"
+    info = tree / "tool-1.0.dist-info"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "tool").mkdir()
+    info.mkdir()
+    (tree / "bin" / "tool").write_text(f"#!{tmp_path}/.venv/bin/python\n")
+    (tree / "tool" / "__init__.py").write_text("")
+    (tree / "tool" / "a,b.py").write_text("")
+    (tree / ".lock").write_text("")
+    (info / "direct_url.json").write_text(f'{{"url": "file://{tmp_path}/tool.whl"}}')
+    (info / "uv_cache.json").write_text('{"timestamp": 1}')
+    (info / "RECORD").write_text(
+        "bin/tool,sha256=host,30\n"
+        "tool/__init__.py,sha256=x,0\n"
+        '"tool/a,b.py",sha256=y,0\n'
+        "tool-1.0.dist-info/direct_url.json,sha256=host,40\n"
+        "tool-1.0.dist-info/uv_cache.json,sha256=now,16\n"
+        "../../outside,sha256=z,1\n"
+        "tool-1.0.dist-info/RECORD,,\n"
+    )
+    _strip_host_specifics(tree)
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == [
+        "tool",
+        "tool-1.0.dist-info",
+        "tool-1.0.dist-info/RECORD",
+        "tool/__init__.py",
+        "tool/a,b.py",
+    ]
+    assert (info / "RECORD").read_text() == (
+        'tool/__init__.py,sha256=x,0\n"tool/a,b.py",sha256=y,0\ntool-1.0.dist-info/RECORD,,\n'
+    )

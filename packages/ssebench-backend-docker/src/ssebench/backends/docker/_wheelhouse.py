@@ -17,12 +17,16 @@ daemon is concerned); the workspace key hashes every file that goes into the
 wheels (each package's pyproject.toml and src/). Both also hash the target
 (Python, platform) and RECIPE. An unchanged key reuses the tree, so an unchanged
 rebuild prepares nothing and sends the engine the same build context, which its
-cache recognizes; a change to the daemon's source makes a new workspace tree, so
-the runtime image is rebuilt from the step that copies it.
+cache recognizes. What an install writes about the host (console scripts naming
+its interpreter, where a wheel was, when it was installed) is removed, so the same
+key gives a byte-identical tree in any checkout and cache folder. A change to the
+daemon's source makes a new workspace tree, so the runtime image is rebuilt from
+the step that copies it.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import shutil
@@ -31,7 +35,7 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
 from ssebench.spec import ImageUnavailableError
@@ -45,7 +49,7 @@ PYTHON_VERSION: Final = "3.11"
 PLATFORM: Final = "x86_64-manylinux_2_28"
 """The platform wheels are chosen for (glibc 2.28 or older; the runtime bundles 2.36)."""
 
-RECIPE: Final = "2"
+RECIPE: Final = "3"
 """Bump when the preparation below changes, so every cached tree is redone."""
 
 CACHE_ENV: Final = "SSEBENCH_CACHE_DIR"
@@ -179,12 +183,7 @@ def _cached_tree(
     work = Path(tempfile.mkdtemp(prefix=f".{kind}-{key[:32]}.", dir=root))
     try:
         fill(work, work / "site-packages")
-        # Console scripts point at the host's interpreter (the runtime runs modules with
-        # -m), and direct_url.json records where on the host a wheel was.
-        shutil.rmtree(work / "site-packages" / "bin", ignore_errors=True)
-        for record in (work / "site-packages").glob("*.dist-info/direct_url.json"):
-            record.unlink()
-        (work / "site-packages" / ".lock").unlink(missing_ok=True)  # uv's, while installing
+        _strip_host_specifics(work / "site-packages")
         (work / "complete").write_text(key + "\n")
         if (entry / "complete").is_file() and not force:
             # Another process made the same tree meanwhile (it may be reading it): use it.
@@ -199,6 +198,47 @@ def _cached_tree(
         shutil.rmtree(work, ignore_errors=True)
     _prune(root, kind, keep=entry)
     return PackageTree(folder=tree, key=key, reused=False)
+
+
+HOST_SPECIFIC: Final = ("direct_url.json", "uv_cache.json")
+"""Files of an installed distribution's .dist-info that describe the host, not the package.
+
+direct_url.json records where on the host a wheel was (our wheels are built in a
+temporary folder); uv_cache.json carries a timestamp of that wheel.
+"""
+
+
+def _strip_host_specifics(tree: Path) -> None:
+    """Remove whatever an install wrote about the host, so the tree depends on its inputs alone.
+
+    The same inputs must give byte-identical trees in any checkout and cache folder:
+    the runtime's build context is made from them, and the engine's cache recognizes
+    only an identical context. Removed: console scripts (their shebang names the
+    host's interpreter, often inside the checkout's .venv; the runtime runs modules
+    with -m), HOST_SPECIFIC files, uv's lock file, and the RECORD rows of everything
+    removed (they carry those files' hashes, so the checkout's path).
+    """
+    shutil.rmtree(tree / "bin", ignore_errors=True)
+    (tree / ".lock").unlink(missing_ok=True)  # uv's, while installing
+    for info in tree.glob("*.dist-info"):
+        for name in HOST_SPECIFIC:
+            (info / name).unlink(missing_ok=True)
+        record = info / "RECORD"
+        if record.is_file():
+            rows = record.read_bytes().decode().splitlines(keepends=True)
+            kept = [row for row in rows if _recorded_file_exists(tree, row)]
+            record.write_bytes("".join(kept).encode())
+
+
+def _recorded_file_exists(tree: Path, row: str) -> bool:
+    """Whether a RECORD row names a file inside `tree` that is there."""
+    fields = next(csv.reader([row]), [])
+    if not fields or not fields[0]:
+        return False
+    path = PurePosixPath(fields[0])
+    if path.is_absolute() or ".." in path.parts:
+        return False
+    return (tree / path).is_file()
 
 
 def prepare_runtime_packages(
