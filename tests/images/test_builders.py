@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,7 +192,10 @@ def test_a_change_to_the_daemons_source_rebuilds_only_the_runtime_steps_from_its
     for name in ("pyproject.toml", "uv.lock"):
         shutil.copy2(ssebench_home / name, home / name)
     daemon = home / "packages" / "ssebench-daemon" / "src" / "ssebench" / "daemon"
-    (daemon / "_added_by_a_test.py").write_text("ADDED = 42\n")
+    # A change new to the engine: the same change made by an earlier run would now give
+    # the same (reproducible) workspace tree, so every step would come from the cache.
+    token = uuid.uuid4().hex
+    (daemon / "_added_by_a_test.py").write_text(f"ADDED = {token!r}\n")
     monkeypatch.setenv("SSEBENCH_REGISTRY", "ssebench-test-builders")
     monkeypatch.setenv("SSEBENCH_CACHE_DIR", str(tmp_path / "cache"))  # others' cache untouched
     try:
@@ -204,7 +208,7 @@ def test_a_change_to_the_daemons_source_rebuilds_only_the_runtime_steps_from_its
         output = docker_client.containers.run(
             image.tag, ["/opt/ssebench/bin/python3.11", "-I", "-c", probe], remove=True
         )
-        assert output == b"42\n"
+        assert output == f"{token}\n".encode()
     finally:
         for tag in docker_client.images.list(name="ssebench-test-builders/*"):
             for name in tag.tags:
