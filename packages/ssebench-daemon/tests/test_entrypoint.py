@@ -4,14 +4,21 @@ Each run is its own process (the entrypoint installs signal handlers and
 reaps children as PID 1 would). As root, the agent runs as a throw-away uid
 that owns no other process on the machine, and the results are handed to
 another ("the host user"); without root the tests that need either skip.
+
+The agent's uid is this test session's alone (`agent_uid`): the entrypoint
+ends every agent phase with `kill(-1, SIGKILL)` as that uid, and on the host
+(no PID namespace) that reaches every process of the uid, so two sessions on
+one machine sharing a fixed uid kill each other's agents (exit status 137).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +40,8 @@ from .conftest import free_port
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="switching users and handing files over need root")
-AGENT_UID = 54329
+AGENT_UIDS = range(1_540_000_000, 1_541_000_000)
+"""Where the agent's uid is picked: far from the uids of accounts, images and subuid ranges."""
 HOST_UID = 54330
 
 FAKE_DAEMON = r"""
@@ -134,6 +142,40 @@ sys.exit(Entrypoint(settings).run())
 """
 
 
+def _claim_uid(candidates: range) -> tuple[int, socket.socket]:
+    """A uid no process has now, claimed for as long as the returned socket stays open.
+
+    The claim is an abstract Unix socket named after the uid: only one process
+    can bind the name, and the kernel drops it when that process ends, so
+    concurrent test sessions never pick the same uid and nothing is left behind.
+    """
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        uid = rng.choice(candidates)
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(f"\0ssebench-test-agent-uid-{uid}")
+        except OSError:
+            claim.close()
+            continue
+        if processes_of(uid):
+            claim.close()
+            continue
+        return uid, claim
+    raise RuntimeError(f"no free uid in {candidates}")
+
+
+@pytest.fixture(scope="session")
+def agent_uid() -> Iterator[int]:
+    """The agent's uid as root: unused by any other process, and this session's alone."""
+    if not ROOT:
+        yield os.geteuid()
+        return
+    uid, claim = _claim_uid(AGENT_UIDS)
+    with claim:
+        yield uid
+
+
 @dataclass
 class Layout:
     """A run's directories, laid out like the container's, under one temporary folder."""
@@ -154,7 +196,7 @@ class Layout:
 
 
 @pytest.fixture
-def layout() -> Iterator[Layout]:
+def layout(agent_uid: int) -> Iterator[Layout]:
     base = Path(tempfile.mkdtemp(prefix="sse-ep-", dir="/tmp"))
     base.chmod(0o755)
     results = base / "results"
@@ -167,10 +209,10 @@ def layout() -> Iterator[Layout]:
     (source / "lib.txt").write_text("bug\n")
     sockets = base / "run"
     if ROOT:
-        model = ModelUser(name="sse-test-model", uid=AGENT_UID, gid=AGENT_UID, home=str(base))
+        model = ModelUser(name="sse-test-model", uid=agent_uid, gid=agent_uid, home=str(base))
         host = (HOST_UID, HOST_UID)
-        os.chown(source, AGENT_UID, AGENT_UID)
-        os.chown(source / "lib.txt", AGENT_UID, AGENT_UID)
+        os.chown(source, agent_uid, agent_uid)
+        os.chown(source / "lib.txt", agent_uid, agent_uid)
         for path in (results, archive, results / "result.json"):
             os.chown(path, *host)
     else:
@@ -187,7 +229,7 @@ def layout() -> Iterator[Layout]:
         calls=base / "calls.txt",
     )
     if ROOT:
-        subprocess.run(["pkill", "-KILL", "-U", str(AGENT_UID)], check=False)
+        subprocess.run(["pkill", "-KILL", "-U", str(agent_uid)], check=False)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -389,7 +431,7 @@ def test_nothing_the_agent_left_running_survives_the_agent_phase(
         """
     )
     assert ran.proc.returncode == 0, ran.stderr
-    assert processes_of(AGENT_UID) == []
+    assert processes_of(layout.model.uid) == []
     assert ran.result().patch_result.status == "failed"
 
 
@@ -408,7 +450,7 @@ def test_a_stop_signal_in_the_agent_phase_exits_143_with_an_error_grade(
     assert result.patch_result.error_msg == "the run was stopped by SIGTERM during the agent phase"
     assert (layout.results / ".graded").read_text() == "error\n"
     if ROOT:
-        assert processes_of(AGENT_UID) == []
+        assert processes_of(layout.model.uid) == []
 
 
 def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
