@@ -12,22 +12,7 @@ import pytest
 
 from ssebench.spec import Backend, Mount, NetworkPolicy, RunHandle, RunSpec, contract, labels
 
-PROBE_DIR = Path(__file__).parent / "probe"
 SECRET = "sk-conformance-" + secrets.token_hex(12)
-
-
-@pytest.fixture(scope="session")
-def probe_image(docker_client: docker.DockerClient, base_image: str) -> str:
-    """The probe image, built once per session."""
-    tag = "ssebench-test/probe:conformance"
-    docker_client.images.build(
-        path=str(PROBE_DIR),
-        tag=tag,
-        buildargs={"SSEBENCH_BASE_IMAGE": base_image},
-        rm=True,
-        pull=False,
-    )
-    return tag
 
 
 @pytest.fixture(params=["docker"])

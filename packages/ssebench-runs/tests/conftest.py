@@ -20,7 +20,6 @@ from ssebench.spec import Backend, Mount, RunHandle, RunSpec, contract, labels
 
 from .fakes import ListingBackend
 
-PROBE_DIR = Path(__file__).resolve().parents[3] / "tests" / "backends" / "probe"
 """The conformance suite's probe image (probe.sh tells its modes)."""
 
 OWNER_LABEL = "ssebench-test.owner"
@@ -65,20 +64,6 @@ def use_backend(monkeypatch: pytest.MonkeyPatch) -> Callable[[ListingBackend], L
 
 
 # --- probe runs on the real engine -------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def probe_image(docker_client: docker.DockerClient, base_image: str) -> str:
-    """The conformance suite's probe image, built once per session."""
-    tag = "ssebench-test/probe:conformance"
-    docker_client.images.build(
-        path=str(PROBE_DIR),
-        tag=tag,
-        buildargs={"SSEBENCH_BASE_IMAGE": base_image},
-        rm=True,
-        pull=False,
-    )
-    return tag
 
 
 @pytest.fixture
