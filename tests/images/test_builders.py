@@ -25,6 +25,7 @@ from ssebench.backends.docker import (
     build_tool_images,
     case_image_name,
 )
+from ssebench.backends.docker._build import INPUTS_LABEL
 from ssebench.backends.docker.commands import build_case_app, images_app
 from ssebench.spec import ImageUnavailableError, Task, default_dataset, find_task, load_dataset
 
@@ -75,10 +76,10 @@ def test_a_changed_task_file_rebuilds_only_the_steps_from_the_one_that_copies_it
     (scratch_dataset / BUSYBOX / "sse" / "helpers" / "data.txt").write_text("changed\n")
     lines: list[BuildLine] = []
     image = build_case(docker_client, task, progress=lines.append)
-    assert [step.instruction for step in image.rebuilt] == [
-        "COPY sse/helpers/ /ssebench/helpers/",
-        "WORKDIR /work/project",
-    ]
+    rebuilt = [step.instruction for step in image.rebuilt]
+    assert rebuilt[:2] == ["COPY sse/helpers/ /ssebench/helpers/", "WORKDIR /work/project"]
+    # The engine's own last step labels the image with the digest of its (new) inputs.
+    assert len(rebuilt) == 3 and rebuilt[2].startswith(f"LABEL {INPUTS_LABEL}=")
     cached = [line.step.instruction for line in lines if line.step and line.step.cached]
     assert "COPY sse/reports/ /ssebench/reports/" in cached
     assert image.tag == case_image_name(task) == "ssebench/case/builders-test/" + BUSYBOX + ":1"
@@ -110,7 +111,7 @@ def test_a_tool_layer_that_fails_names_the_layer_the_step_and_the_reason(
         build_tool(docker_client, task, home)
     message = str(raised.value)
     assert message.startswith(f"tool layer (ssebench/tool/{BUSYBOX}:")
-    assert "failed at step 8/9 (RUN [" in message
+    assert "failed at step 8/10 (RUN [" in message
     assert "/ssebench/pocs/missing.bin is missing" in message
 
 
@@ -126,7 +127,7 @@ def test_a_case_image_whose_dockerfile_fails_names_the_case_layer_and_its_step(
         build_case(docker_client, find_task(scratch_dataset, BUSYBOX))
     message = str(raised.value)
     assert message.startswith(f"case layer (ssebench/case/builders-test/{BUSYBOX}:1) failed at")
-    assert "step 7/16 (RUN echo broken >&2; exit 3)" in message
+    assert "step 7/17 (RUN echo broken >&2; exit 3)" in message
     assert "returned a non-zero code: 3" in message
     assert "\nbroken" in message
 

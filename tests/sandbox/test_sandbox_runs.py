@@ -250,5 +250,6 @@ def test_failing_image_build_is_one_clear_error_and_no_run_directory(
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("ssebench: ")]
     assert len(errors) == 1, done.stderr
-    assert "agent broken-build layer" in errors[0] and "failed at step 3/4" in errors[0], errors
+    # Four Dockerfile steps and the engine's LABEL step for the inputs digest.
+    assert "agent broken-build layer" in errors[0] and "failed at step 3/5" in errors[0], errors
     assert not done.run_dir.parent.exists()

@@ -6,6 +6,7 @@ test_layers.py builds real images.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import docker.errors
 import pytest
 
 from ssebench.backends.docker import BuildLine, build_layer
+from ssebench.backends.docker._build import inputs_digest
 from ssebench.spec import ImageUnavailableError
 
 CACHED_BUILD = [
@@ -146,3 +148,117 @@ def test_nothing_is_pulled_and_a_tar_context_is_sent_as_is() -> None:
     assert options["nocache"] is True and options["buildargs"] == {"A": "1"}
     _, options = build(CACHED_BUILD, context=Path("/some/folder"))
     assert options["path"] == "/some/folder" and "fileobj" not in options
+
+
+# -- reuse by inputs ---------------------------------------------------------------------
+
+
+class FakeImage:
+    def __init__(self, image_id: str, labels: dict[str, str]) -> None:
+        self.id = image_id
+        self.labels = labels
+
+
+class FakeImages:
+    def __init__(self) -> None:
+        self.tagged: dict[str, FakeImage] = {}
+
+    def get(self, name: str) -> FakeImage:
+        if name not in self.tagged:
+            raise docker.errors.ImageNotFound(name)
+        return self.tagged[name]
+
+
+class EngineWithImages(FakeClient):
+    """Builds replay CACHED_BUILD and tag its image with the labels asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(CACHED_BUILD)
+        self.images = FakeImages()
+        self.builds = 0
+
+    def layer(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("context", Path("/nonexistent"))
+        before = self.api.options
+        result = build_layer(self, layer="case", tag="ssebench/case/demo/t:1", **kwargs)  # type: ignore[arg-type]
+        if self.api.options is not before:
+            self.builds += 1
+            self.images.tagged[result.tag] = FakeImage(result.image_id, self.api.options["labels"])
+        self.api.options = {}
+        return result
+
+
+def test_a_layer_built_from_the_same_inputs_is_reused_without_a_build() -> None:
+    engine = EngineWithImages()
+    first = engine.layer(inputs="parent-id", buildargs={"A": "1"})
+    lines: list[BuildLine] = []
+    again = engine.layer(inputs="parent-id", buildargs={"A": "1"}, progress=lines.append)
+    assert engine.builds == 1
+    assert again.image_id == first.image_id and again.cached and again.steps == ()
+    assert [line.reused for line in lines] == [True]
+    assert lines[0].text == "ssebench/case/demo/t:1 is up to date: its inputs have not changed"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"inputs": "another-parent-id"},
+        {"buildargs": {"A": "2"}},
+        {"labels": {"extra": "label"}},
+        {"dockerfile": "Other.Dockerfile"},
+        {"nocache": True},
+    ],
+)
+def test_a_change_of_inputs_or_options_or_force_sends_the_build(change: dict[str, Any]) -> None:
+    engine = EngineWithImages()
+    engine.layer(inputs="parent-id", buildargs={"A": "1"})
+    engine.layer(**{"inputs": "parent-id", "buildargs": {"A": "1"}, **change})
+    assert engine.builds == 2
+
+
+def test_an_image_without_the_inputs_label_is_built_over() -> None:
+    engine = EngineWithImages()
+    engine.images.tagged["ssebench/case/demo/t:1"] = FakeImage("sha256:old", {})
+    image = engine.layer(inputs="parent-id")
+    assert engine.builds == 1 and image.image_id != "sha256:old"
+
+
+def test_a_tar_context_is_made_only_when_a_build_is_sent() -> None:
+    engine = EngineWithImages()
+    made: list[io.BytesIO] = []
+
+    @contextlib.contextmanager
+    def context() -> Iterator[io.BytesIO]:
+        made.append(io.BytesIO(b"tar"))
+        yield made[-1]
+
+    engine.layer(inputs="parent-id", context=context)
+    engine.layer(inputs="parent-id", context=context)
+    assert len(made) == 1 and engine.builds == 1
+
+
+def test_the_inputs_digest_follows_names_modes_contents_and_links(tmp_path: Path) -> None:
+    folder = tmp_path / "context"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "file.txt").write_text("one\n")
+    (folder / "run.sh").write_text("#!/bin/sh\n")
+    (folder / "link").symlink_to("sub/file.txt")
+    (folder / "__pycache__").mkdir()
+    first = inputs_digest(["parent"], folder)
+    assert inputs_digest(["parent"], folder) == first
+    (folder / "__pycache__" / "x.pyc").write_bytes(b"ignored")
+    assert inputs_digest(["parent"], folder) == first
+    assert inputs_digest(["other parent"], folder) != first
+    changes = [
+        lambda: (folder / "sub" / "file.txt").write_text("two\n"),
+        lambda: (folder / "run.sh").chmod(0o755),
+        lambda: ((folder / "link").unlink(), (folder / "link").symlink_to("run.sh")),
+        lambda: (folder / "sub" / "new").mkdir(),
+        lambda: (folder / "sub" / "file.txt").rename(folder / "sub" / "renamed.txt"),
+    ]
+    seen = {first}
+    for change in changes:
+        change()
+        digest = inputs_digest(["parent"], folder)
+        assert digest not in seen
+        seen.add(digest)

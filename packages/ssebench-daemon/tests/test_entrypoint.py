@@ -573,6 +573,47 @@ def test_an_mcp_server_that_dies_after_binding_is_reported_during_the_agent_phas
     assert "the SDK failed to load" in (layout.results / "mcp.log").read_text()
 
 
+def _mcp_noting_sigterm(port: int, note: Path) -> list[str]:
+    """An MCP stand-in that listens and, on SIGTERM, writes `note` and exits."""
+    script = (
+        "import pathlib, signal, socket, sys, time\n"
+        "def stop(*_):\n"
+        f"    pathlib.Path({str(note)!r}).write_text('SIGTERM')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "s = socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {port}))\n"
+        "s.listen(16)\n"
+        "while True: time.sleep(1)\n"
+    )
+    return [sys.executable, "-c", script]
+
+
+def test_after_grading_the_services_are_killed_without_a_graceful_stop(
+    start: Start, layout: Layout
+) -> None:
+    note = layout.base / "mcp-got-sigterm"
+    ran = start("true", mcp_argv=_mcp_noting_sigterm(layout.mcp_port, note))
+    assert ran.proc.returncode == 0, ran.stderr
+    assert (layout.results / ".graded").exists()
+    assert not note.exists(), "the MCP server was asked to stop instead of being killed"
+
+
+def test_a_stopped_run_still_stops_its_services_gracefully(start: Start, layout: Layout) -> None:
+    note = layout.base / "mcp-got-sigterm"
+    ran = start(
+        "echo running; sleep 600",
+        wait=False,
+        mcp_argv=_mcp_noting_sigterm(layout.mcp_port, note),
+    )
+    wait_for(lambda: "running" in _read(layout.results / "agent.log"))
+    os.kill(ran.proc.pid, signal.SIGTERM)
+    finish(ran)
+    assert ran.proc.returncode == 143, ran.stderr
+    assert note.read_text() == "SIGTERM"
+
+
 def test_keep_alive_writes_the_marker_and_stays_up_until_stopped(
     start: Start, layout: Layout
 ) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import tarfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,6 +222,64 @@ def test_evaluate_writes_result_json_with_the_agents_figures(tmp_path: Path) -> 
     assert written.patch_result.pov_passed == 1
     assert written.config is None
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"], "no temporary file is left"
+
+
+class ArchiveWatch(FakeGrading):
+    """Notes when the archive asks for the project (the first thing it does)."""
+
+    def __init__(self, source: Path, **kwargs: Any) -> None:
+        self.asked = threading.Event()
+        super().__init__(source=str(source), **kwargs)
+
+    def project(self) -> ProjectResponse:
+        self.calls.append("project")
+        self.asked.set()
+        return super().project()
+
+
+def test_the_source_archive_is_written_while_the_checks_run(tmp_path: Path) -> None:
+    tree = tmp_path / "source"
+    tree.mkdir()
+    (tree / "lib.c").write_text("fixed\n")
+
+    def last_check(name: str) -> None:
+        # The archive must not wait for the grade: it has started before the last check ends.
+        if name == "intent_test":
+            assert api.asked.wait(30), "the archive did not start while the checks ran"
+
+    api = ArchiveWatch(tree, on_call=last_check)
+    results = tmp_path / "results"
+    results.mkdir()
+    evaluate(EvaluatorOptions(results_dir=results, timeout=60), api=api, say=lambda _: None)
+    assert api.calls.index("prepare_grading") < api.calls.index("project")
+    with tarfile.open(results / "source.tar.gz") as tar:
+        assert tar.extractfile("source/lib.c").read() == b"fixed\n"  # type: ignore[union-attr]
+    assert sorted(p.name for p in results.iterdir()) == ["result.json", "source.tar.gz"]
+
+
+def test_the_archive_is_still_written_when_grading_stops_before_it_is_prepared(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "source"
+    tree.mkdir()
+    refused = DaemonRefusedError("preparing grading", Reply(status=409, body=b"{}"))
+    api = ArchiveWatch(tree, prepare=refused)
+    results = tmp_path / "results"
+    results.mkdir()
+    evaluate(EvaluatorOptions(results_dir=results, timeout=60), api=api, say=lambda _: None)
+    assert read_json(results / "result.json", Result).patch_result.status == "error"
+    assert (results / "source.tar.gz").is_file()
+
+
+def test_no_archive_is_written_when_it_is_not_asked_for(tmp_path: Path) -> None:
+    api = ArchiveWatch(tmp_path)
+    evaluate(
+        EvaluatorOptions(results_dir=tmp_path, timeout=60, source_archive=False),
+        api=api,
+        say=lambda _: None,
+    )
+    assert "project" not in api.calls
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 
 def test_result_json_replaces_a_planted_link_instead_of_writing_through_it(

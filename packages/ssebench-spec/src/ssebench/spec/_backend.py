@@ -20,8 +20,9 @@ HandleT = TypeVar("HandleT", bound=RunHandle)
 class Backend(abc.ABC, Generic[HandleT]):
     """Carries out runs on one container platform.
 
-    A backend is created without arguments, holds no state between calls
-    (what it needs to control a run is in the handle `start` returns), and
+    A backend is created without arguments, holds no run state between calls
+    (what it needs to control a run is in the handle `start` returns; it may
+    keep its connection to the platform), and
     finds runs again by their labels. It never puts a secret on a command
     line, in a repr, in a log or in an error.
     """

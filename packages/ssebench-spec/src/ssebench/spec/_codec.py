@@ -69,7 +69,8 @@ def load_yaml_file(path: Path, into: type[T]) -> T:
     except OSError as exc:
         raise TaskConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        raw: Any = yaml.safe_load(text)
+        # libyaml's loader when PyYAML has it: the same documents, several times faster.
+        raw: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     except yaml.YAMLError as exc:
         raise TaskConfigError(f"{path}: not valid YAML: {exc}") from exc
     if raw is None:

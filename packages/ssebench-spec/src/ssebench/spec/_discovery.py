@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from importlib import metadata
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ssebench.spec._backend import Backend
 from ssebench.spec._errors import UnknownBackendError
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 BACKENDS_GROUP: Final = "ssebench.backends"
 """Entry-point group naming Backend subclasses."""
@@ -29,8 +31,11 @@ def distribution_of(entry: metadata.EntryPoint) -> str:
 
 def unique_entry_points(group: str) -> dict[str, list[metadata.EntryPoint]]:
     """The entry points of a group by name, an entry seen twice (same target) counted once."""
+    # Imported here: the in-container tools import ssebench.spec and never look up entry points.
+    from importlib.metadata import entry_points
+
     found: dict[str, list[metadata.EntryPoint]] = {}
-    for entry in metadata.entry_points(group=group):
+    for entry in entry_points(group=group):
         same_name = found.setdefault(entry.name, [])
         if all(other.value != entry.value for other in same_name):
             same_name.append(entry)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib import metadata
 from typing import Final
 
 from ssebench.spec._base import Message
@@ -40,6 +39,8 @@ def runtime_version() -> str:
     Raises:
         ImageUnavailableError: ssebench-daemon is not installed.
     """
+    from importlib import metadata  # here: it costs start-up time where it is not needed
+
     try:
         return metadata.version("ssebench-daemon")
     except metadata.PackageNotFoundError as exc:

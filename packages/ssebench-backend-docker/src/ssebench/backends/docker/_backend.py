@@ -8,6 +8,7 @@ import secrets
 import shutil
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from ssebench.backends.docker._errors import (
     translate,
 )
 from ssebench.backends.docker._handle import DockerRunHandle
+from ssebench.backends.docker._image_files import ImageFileCache
 from ssebench.backends.docker._runs import (
     KEEP_LABEL,
     NETWORK_LABEL,
@@ -68,8 +70,17 @@ class DockerBackend(Backend[DockerRunHandle]):
     builds_images: ClassVar[bool] = True
     supports_exec: ClassVar[bool] = True
 
+    def __init__(self) -> None:
+        self._engine: docker.DockerClient | None = None
+        self._engine_lock = threading.Lock()
+
     def _client(self) -> docker.DockerClient:
-        return docker_client()
+        # One client for the backend's life (the relay and stop threads share it):
+        # a new one costs a connection and a ping, several times per run.
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = docker_client()
+            return self._engine
 
     @override
     def prepare_images(self, request: ImageRequest) -> Images:
@@ -82,10 +93,34 @@ class DockerBackend(Backend[DockerRunHandle]):
         self, image: str, path: str, dest: Path, platform: str | None = None
     ) -> None:
         client = self._client()
+        try:
+            image_id = str(client.images.get(image).id)
+        except docker.errors.ImageNotFound as exc:
+            raise CopyFromImageError(f"copying {path} out of {image} failed: {exc}") from exc
+        except ENGINE_ERRORS as exc:
+            raise translate(exc, f"inspecting image {image}") from exc
+        cache = ImageFileCache()
+        data = cache.read(image_id, path)
+        if data is None:
+            data = self._read_from_image(client, image, image_id, path, platform)
+            cache.write(image_id, path, data)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+        Path(temporary).replace(dest)
+
+    @staticmethod
+    def _read_from_image(
+        client: docker.DockerClient, image: str, image_id: str, path: str, platform: str | None
+    ) -> bytes:
         container = None
         try:
             container = client.api.create_container(
-                image, command=["true"], platform=platform, labels={labels.PREFIX + "copy": "true"}
+                image_id,
+                command=["true"],
+                platform=platform,
+                labels={labels.PREFIX + "copy": "true"},
             )
             chunks, _ = client.api.get_archive(container["Id"], path)
             archive = io.BytesIO(b"".join(chunks))
@@ -99,12 +134,7 @@ class DockerBackend(Backend[DockerRunHandle]):
             source = tar.extractfile(member) if member is not None else None
             if source is None:
                 raise CopyFromImageError(f"{path} in {image} is not a regular file")
-            data = source.read()
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        Path(temporary).replace(dest)
+            return source.read()
 
     @override
     def start(self, spec: RunSpec) -> DockerRunHandle:

@@ -7,8 +7,12 @@ fail the same way: an `ImageUnavailableError` naming the layer and the step.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Final
@@ -27,6 +31,14 @@ _ESCAPE: Final = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAIL: Final = 20
 """Lines of the failing step's output an error message carries."""
 
+INPUTS_LABEL: Final = "org.ssebench.inputs"
+"""Label of every layer built with `inputs`: a digest of everything it was built from.
+
+When the image under a layer's name carries the digest of the current inputs,
+`build_layer` uses it without sending the engine a build at all: a run with
+every layer current costs a few image inspections instead of four builds.
+"""
+
 
 @dataclass(frozen=True)
 class BuildLine:
@@ -39,10 +51,16 @@ class BuildLine:
     layer: str
     text: str
     step: Step | None = None
+    reused: bool = False
+    """Set on the one line saying the layer was up to date and no build was sent."""
 
 
 Progress = Callable[[BuildLine], None]
 """Receives each line of a build's log."""
+
+Context = Path | IO[bytes] | Callable[[], AbstractContextManager[IO[bytes]]]
+"""A build context: a folder (its .dockerignore applies), an uncompressed tar stream,
+or a function that makes the stream only when a build is actually sent."""
 
 
 def no_progress(_line: BuildLine) -> None:
@@ -89,6 +107,35 @@ class BuiltImage:
     def cached(self) -> bool:
         """Whether every step came from the engine's cache."""
         return not self.rebuilt
+
+
+def inputs_digest(parts: Iterable[str], folder: Path | None = None) -> str:
+    """A digest of `parts` (image IDs, versions, keys) and of every entry under `folder`.
+
+    Each entry counts with its relative path, its kind and permission bits, and its
+    content (a symlink: its target). `__pycache__` folders are left out. A file the
+    build's .dockerignore excludes still counts: a change to it costs one build
+    that the engine's cache serves, never a stale image.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() + b"\0")
+    if folder is None:
+        return digest.hexdigest()
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted([*dirs, *files]):
+            path = Path(top, name)
+            info = path.lstat()
+            kind = stat.S_IFMT(info.st_mode)
+            digest.update(
+                f"{path.relative_to(folder)}\0{kind:o} {info.st_mode & 0o7777:o}\0".encode()
+            )
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(str(path.readlink()).encode() + b"\0")
+            elif stat.S_ISREG(info.st_mode):
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def _cut(text: str, limit: int = 80) -> str:
@@ -155,26 +202,32 @@ def build_layer(
     *,
     layer: str,
     tag: str,
-    context: Path | IO[bytes],
+    context: Context,
     buildargs: Mapping[str, str] | None = None,
     dockerfile: str = "Dockerfile",
     nocache: bool = False,
     labels: Mapping[str, str] | None = None,
+    inputs: str | None = None,
     progress: Progress = no_progress,
 ) -> BuiltImage:
     """Build one image layer with the classic builder, streaming its log to `progress`.
 
-    Nothing is pulled: every image a FROM names must exist locally.
+    Nothing is pulled: every image a FROM names must exist locally. With
+    `inputs` (see `inputs_digest`), an image under `tag` built from the same
+    inputs and options is used as it is, and no build is sent.
 
     Args:
         client: the engine.
         layer: the layer's name for messages ("case", "runtime", "tool", ...).
         tag: the full image name to tag the result with.
-        context: a folder (its .dockerignore applies) or an uncompressed tar stream.
+        context: the build context (see `Context`).
         buildargs: the build's ARG values.
         dockerfile: the Dockerfile's path inside the context.
         nocache: run every step again instead of reusing the engine's cache.
         labels: labels to set on the image.
+        inputs: a digest of what the layer is built from: the IDs of the images its
+            FROMs name and the context's files (build arguments and labels are added
+            here); None to leave the decision to the engine's cache.
         progress: receives each line of the log.
 
     Returns:
@@ -186,23 +239,35 @@ def build_layer(
         BackendError: the engine cannot be reached.
     """
     log = _Log(layer, tag, progress)
+    labels = dict(labels or {})
+    if inputs is not None:
+        settings = [*sorted((buildargs or {}).items()), *sorted(labels.items())]
+        labels[INPUTS_LABEL] = inputs_digest(
+            [inputs, dockerfile, *(f"{name}={value}" for name, value in settings)]
+        )
+        current = None if nocache else _current(client, tag, labels[INPUTS_LABEL])
+        if current is not None:
+            progress(
+                BuildLine(layer, f"{tag} is up to date: its inputs have not changed", reused=True)
+            )
+            return BuiltImage(layer=layer, tag=tag, image_id=current)
     options: dict[str, Any] = {
         "tag": tag,
         "dockerfile": dockerfile,
         "buildargs": dict(buildargs or {}),
         "nocache": nocache,
-        "labels": dict(labels or {}),
+        "labels": labels,
         "rm": True,
         "forcerm": True,
         "pull": False,
         "decode": True,
     }
-    if isinstance(context, Path):
-        options["path"] = str(context)
-    else:
-        options["fileobj"] = context
-        options["custom_context"] = True
-    with engine_errors(f"building the {layer} layer ({tag})"):
+    with ExitStack() as stack, engine_errors(f"building the {layer} layer ({tag})"):
+        if isinstance(context, Path):
+            options["path"] = str(context)
+        else:
+            options["custom_context"] = True
+            options["fileobj"] = stack.enter_context(context()) if callable(context) else context
         for chunk in _chunks(client, options, log):
             if "error" in chunk:
                 raise log.failure(str(chunk["error"]))
@@ -215,6 +280,16 @@ def build_layer(
     if log.image_id is None:
         raise log.failure("the engine reported no image")
     return BuiltImage(layer=layer, tag=tag, image_id=log.image_id, steps=tuple(log.steps))
+
+
+def _current(client: docker.DockerClient, tag: str, inputs: str) -> str | None:
+    """The ID of the image under `tag` if it was built from exactly these inputs."""
+    with engine_errors(f"inspecting the image {tag}"):
+        try:
+            image = client.images.get(tag)
+        except docker.errors.ImageNotFound:
+            return None
+    return str(image.id) if (image.labels or {}).get(INPUTS_LABEL) == inputs else None
 
 
 def _chunks(

@@ -6,12 +6,14 @@
 
 Each is one `build_layer` call; a later layer (the agent layer) is one more
 small function of the same shape. Nothing is pulled: the base image, and for
-the tool layer the case and runtime images, must exist locally.
+the tool layer the case and runtime images, must exist locally. Every layer
+is labelled with a digest of its inputs (the IDs of the images it is built
+on, its context's files), so an unchanged layer costs no build at all.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -26,9 +28,9 @@ from ssebench.backends.docker._build import (
     BuiltImage,
     Progress,
     build_layer,
+    inputs_digest,
     no_progress,
 )
-from ssebench.backends.docker._engine import image_exists
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
 from ssebench.spec import ImageUnavailableError, Task, base_image, registry, runtime_version
@@ -41,13 +43,6 @@ TOOL_FOLDER: Final = Path("images") / "tool"
 
 PACKAGES_IN_CONTEXT: Final = "packages"
 """Where the runtime's build context holds the prepared package trees."""
-
-RUNTIME_INPUTS_LABEL: Final = "org.ssebench.runtime-inputs"
-"""Label of the runtime image: a digest of everything it was built from.
-
-When the image under the runtime's name carries the digest of the current
-inputs, `build_runtime` uses it without sending the engine a build at all.
-"""
 
 _CONTEXT_MTIME: Final = 315532800
 """1980-01-01: every file of a generated build context gets this time."""
@@ -76,15 +71,24 @@ def tool_image_name(task: Task) -> str:
     return f"{registry()}/tool/{task.id.lower()}:{runtime_version()}"
 
 
-def _require(client: docker.DockerClient, name: str, hint: str) -> None:
-    if not image_exists(client, name):
-        raise ImageUnavailableError(f"image {name} is missing locally (nothing is pulled): {hint}")
+def local_image_id(client: docker.DockerClient, name: str, hint: str) -> str:
+    """The ID of a local image that a layer is built on.
+
+    Raises:
+        ImageUnavailableError: it is missing (nothing is pulled); `hint` says what to do.
+        BackendError: the engine cannot be reached.
+    """
+    with engine_errors(f"inspecting the image {name}"):
+        try:
+            return str(client.images.get(name).id)
+        except docker.errors.ImageNotFound:
+            pass
+    raise ImageUnavailableError(f"image {name} is missing locally (nothing is pulled): {hint}")
 
 
-def _require_base(client: docker.DockerClient) -> str:
+def _require_base(client: docker.DockerClient) -> tuple[str, str]:
     name = base_image()
-    _require(client, name, "run `ssebench images bootstrap-base`")
-    return name
+    return name, local_image_id(client, name, "run `ssebench images bootstrap-base`")
 
 
 def build_case(
@@ -109,7 +113,7 @@ def build_case(
         ImageUnavailableError: the base image is missing or the build failed.
         BackendError: the engine cannot be reached.
     """
-    base = _require_base(client)
+    base, base_id = _require_base(client)
     return build_layer(
         client,
         layer="case",
@@ -117,6 +121,7 @@ def build_case(
         context=Path(task.folder),
         buildargs={"SSEBENCH_BASE_IMAGE": base, "SSEBENCH_REGISTRY": registry()},
         nocache=force,
+        inputs=inputs_digest([base_id], Path(task.folder)),
         progress=progress,
     )
 
@@ -174,55 +179,23 @@ def build_runtime(
             failed or the build failed.
         BackendError: the engine cannot be reached.
     """
-    base = _require_base(client)
-    tag = runtime_image_name()
+    base, base_id = _require_base(client)
     packages = prepare_runtime_packages(
         home, force=force, say=lambda line: progress(BuildLine("runtime", line))
     )
-    inputs = _runtime_inputs(client, base, home / RUNTIME_FOLDER, packages)
-    current = None if force else _current_runtime(client, tag, inputs)
-    if current is not None:
-        progress(BuildLine("runtime", f"{tag} is up to date: its inputs have not changed"))
-        return current
-    with runtime_context(home / RUNTIME_FOLDER, packages) as context:
-        return build_layer(
-            client,
-            layer="runtime",
-            tag=tag,
-            context=context,
-            buildargs={"SSEBENCH_BASE_IMAGE": base},
-            nocache=force,
-            labels={RUNTIME_INPUTS_LABEL: inputs},
-            progress=progress,
-        )
-
-
-def _runtime_inputs(
-    client: docker.DockerClient, base: str, folder: Path, packages: RuntimePackages
-) -> str:
-    """A digest of the base image, images/runtime/ and the package trees' keys."""
-    with engine_errors(f"inspecting the base image {base}"):
-        base_id = str(client.images.get(base).id)
-    digest = hashlib.sha256()
-    for part in (base_id, packages.dependencies.key, packages.workspace.key):
-        digest.update(part.encode() + b"\0")
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def _current_runtime(client: docker.DockerClient, tag: str, inputs: str) -> BuiltImage | None:
-    """The runtime image under `tag` if it was built from exactly these inputs."""
-    with engine_errors(f"inspecting the runtime image {tag}"):
-        try:
-            image = client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            return None
-    if (image.labels or {}).get(RUNTIME_INPUTS_LABEL) != inputs:
-        return None
-    return BuiltImage(layer="runtime", tag=tag, image_id=str(image.id))
+    # The package trees are represented by their keys: the context holds them
+    # whole, and hashing them again on every run would cost more than the check saves.
+    keys = [base_id, packages.dependencies.key, packages.workspace.key]
+    return build_layer(
+        client,
+        layer="runtime",
+        tag=runtime_image_name(),
+        context=functools.partial(runtime_context, home / RUNTIME_FOLDER, packages),
+        buildargs={"SSEBENCH_BASE_IMAGE": base},
+        nocache=force,
+        inputs=inputs_digest(keys, home / RUNTIME_FOLDER),
+        progress=progress,
+    )
 
 
 def build_tool(
@@ -250,8 +223,10 @@ def build_tool(
         BackendError: the engine cannot be reached.
     """
     case, runtime = case_image_name(task), runtime_image_name()
-    _require(client, case, "build it first (`ssebench build-case`)")
-    _require(client, runtime, "build it first (`ssebench images build-tool`)")
+    parents = [
+        local_image_id(client, case, "build it first (`ssebench build-case`)"),
+        local_image_id(client, runtime, "build it first (`ssebench images build-tool`)"),
+    ]
     return build_layer(
         client,
         layer="tool",
@@ -259,6 +234,7 @@ def build_tool(
         context=home / TOOL_FOLDER,
         buildargs={"CASE_IMAGE": case, "RUNTIME_IMAGE": runtime},
         nocache=force,
+        inputs=inputs_digest(parents, home / TOOL_FOLDER),
         progress=progress,
     )
 

@@ -17,11 +17,12 @@ from ssebench.backends.docker._build import (
     BuiltImage,
     Progress,
     build_layer,
+    inputs_digest,
     no_progress,
 )
 from ssebench.backends.docker._engine import image_exists
 from ssebench.backends.docker._errors import ENGINE_ERRORS
-from ssebench.backends.docker._layers import build_tool_images, tool_image_name
+from ssebench.backends.docker._layers import build_tool_images, local_image_id, tool_image_name
 from ssebench.spec import (
     Agent,
     ImageRequest,
@@ -40,7 +41,8 @@ def agent_image_name(agent: Agent, task: Task) -> str:
 
 
 class StepPrinter:
-    """Shows builds on stderr, one line a step, marked `(cached)` when the cache served it.
+    """Shows builds on stderr, one line a step, marked `(cached)` when the cache served it,
+    or one line for a layer that was up to date.
 
     The engine says a step came from the cache only on the line after the one
     starting it, so a step's line waits for the next line of the log.
@@ -50,6 +52,10 @@ class StepPrinter:
         self._pending: BuildLine | None = None
 
     def __call__(self, line: BuildLine) -> None:
+        if line.reused:
+            self.flush()
+            self._print(f"{line.layer}: up to date")
+            return
         if line.step is not None and line.step.cached:
             self._pending = None
             self._print(f"{line.layer}: {line.step} (cached)")
@@ -73,12 +79,15 @@ def build_agent(
     client: docker.DockerClient, agent: Agent, task: Task, progress: Progress = no_progress
 ) -> BuiltImage:
     """Build the agent layer on the task's tool layer (which must exist)."""
+    tool = tool_image_name(task)
+    tool_id = local_image_id(client, tool, "build it first (`ssebench images build-tool`)")
     return build_layer(
         client,
         layer=f"agent {agent.name}",
         tag=agent_image_name(agent, task),
         context=Path(agent.folder),
-        buildargs={"TOOL_IMAGE": tool_image_name(task)},
+        buildargs={"TOOL_IMAGE": tool},
+        inputs=inputs_digest([tool_id], Path(agent.folder)),
         progress=progress,
     )
 

@@ -16,6 +16,7 @@ A stop signal at any point ends the phase in progress, records the reason in
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -257,6 +258,9 @@ class Entrypoint:
             return
         os.close(write_fd)
         self.say(f"evaluator started: pid {proc.pid}, time limit {settings.evaluator_timeout:g} s")
+        # Reading the grade needs ssebench.spec, which the entrypoint does not load at
+        # start-up; loading it now, while the evaluator works, saves that pause after it.
+        importlib.import_module("ssebench.spec")
         relay = Relay(read_fd, log, self.err)
         deadline = time.monotonic() + settings.evaluator_timeout + settings.evaluator_grace
         killed = False
@@ -331,9 +335,16 @@ class Entrypoint:
             self.say(f"cannot write {RESULT_FILE}: {exc}")
 
     def _finish(self, *, stop_services: bool | None = None) -> None:
-        """Stop the services (unless kept), hand the files over, write the marker."""
+        """Stop the services (unless kept), hand the files over, write the marker.
+
+        After a completed grading (`stop_services` left to the settings) the services
+        are killed outright; on every other path they get SIGTERM and a wait first.
+        """
         settings = self.settings
-        if stop_services if stop_services is not None else not settings.keep_alive:
+        if stop_services is None:
+            if not settings.keep_alive:
+                self.services.stop(graceful=False)
+        elif stop_services:
             self.services.stop()
         status = "unknown"
         with contextlib.suppress(Exception):

@@ -309,14 +309,19 @@ class Services:
         self.children.reap()
         return [s for s in self.services if s.proc is not None and s.proc.returncode is not None]
 
-    def stop(self) -> None:
-        """SIGTERM every service, SIGKILL what is left after the wait; return when all ended."""
+    def stop(self, *, graceful: bool = True) -> None:
+        """SIGTERM every service, SIGKILL what is left after the wait; return when all ended.
+
+        With `graceful=False` every service gets SIGKILL at once: after grading they hold
+        nothing worth a clean exit (each check's log is written as the check ends), and
+        the run's wall time should not wait for web servers to shut down.
+        """
         running = [
             s.proc for s in self.services if s.proc is not None and s.proc.returncode is None
         ]
         for proc in running:
-            signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.settings.service_stop_wait
+            signal_group(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
+        deadline = time.monotonic() + (self.settings.service_stop_wait if graceful else 0.0)
         for proc in running:
             if self.children.wait(proc, max(0.0, deadline - time.monotonic()), self.wakeup) is None:
                 signal_group(proc.pid, signal.SIGKILL)

@@ -172,13 +172,20 @@ def _status(response: BencherResponse) -> str:
 Say = Callable[[str], None]
 
 
-def grade(api: GradingApi, deadline: Deadline, say: Say = lambda _: None) -> Grade:
+def grade(
+    api: GradingApi,
+    deadline: Deadline,
+    say: Say = lambda _: None,
+    prepared: Callable[[], None] = lambda: None,
+) -> Grade:
     """Grade the agent's final diff.
 
     Args:
         api: the daemon's admin routes.
         deadline: the evaluator's time limit.
         say: where progress lines go (the evaluator's log).
+        prepared: called once prepare_grading succeeded: the agent's tree no
+            longer changes from then on.
 
     Returns:
         What grading found; never raises for a failure of the daemon, a
@@ -186,7 +193,7 @@ def grade(api: GradingApi, deadline: Deadline, say: Say = lambda _: None) -> Gra
     """
     result = Grade()
     try:
-        _grade(api, deadline, say, result)
+        _grade(api, deadline, say, result, prepared)
     except GradingTimeoutError as exc:
         result.timed_out = True
         result.fail(str(exc))
@@ -203,14 +210,17 @@ def grade(api: GradingApi, deadline: Deadline, say: Say = lambda _: None) -> Gra
     return result
 
 
-def _grade(api: GradingApi, deadline: Deadline, say: Say, result: Grade) -> None:
+def _grade(
+    api: GradingApi, deadline: Deadline, say: Say, result: Grade, prepared: Callable[[], None]
+) -> None:
     caps = api.capabilities()
     say(
         f"task checks: build={caps.can_build} pocs={caps.poc_count} "
         f"function_test={caps.has_function_test} intent_test={caps.has_intent_test}"
     )
-    prepared = api.prepare_grading(timeout=deadline.remaining())
-    say(f"prepare_grading: {prepared.patch_bytes} bytes of diff applied")
+    diff = api.prepare_grading(timeout=deadline.remaining())
+    say(f"prepare_grading: {diff.patch_bytes} bytes of diff applied")
+    prepared()
 
     def check(action: Action, request: BencherRequest) -> BencherResponse:
         response = api.bencher(action, request, timeout=deadline.remaining())

@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,16 +62,33 @@ def evaluate(
     """
     deadline = Deadline(options.timeout)
     daemon = api or DaemonApi(str(options.admin_socket))
-    found = grade(daemon, deadline, say)
-    result = Result(
-        patch_result=found.patch_result(),
-        runtime_result=_runtime(options, evaluator_timeout=found.timed_out),
+    # The archive is written while the checks run (they work on copies of the
+    # tree, which stops changing once grading is prepared), but never holds up
+    # the grade: result.json is written first whatever the archive's progress.
+    archive = threading.Thread(
+        target=_archive_source,
+        args=(daemon, options.results_dir, say),
+        name="source-archive",
+        daemon=True,
     )
-    # The grade first: a slow archive of a large tree must not cost the grade.
-    write_result(options.results_dir, result)
-    say(f"wrote {options.results_dir / 'result.json'}: {result.patch_result.status}")
-    if options.source_archive:
-        _archive_source(daemon, options.results_dir, say)
+    try:
+        found = grade(
+            daemon,
+            deadline,
+            say,
+            prepared=archive.start if options.source_archive else (lambda: None),
+        )
+        result = Result(
+            patch_result=found.patch_result(),
+            runtime_result=_runtime(options, evaluator_timeout=found.timed_out),
+        )
+        write_result(options.results_dir, result)
+        say(f"wrote {options.results_dir / 'result.json'}: {result.patch_result.status}")
+        if options.source_archive and archive.ident is None:
+            archive.start()  # grading stopped before it was prepared
+    finally:
+        if archive.ident is not None:
+            archive.join()
     return result
 
 
@@ -154,8 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     options = parse_options(sys.argv[1:] if argv is None else argv, os.environ)
 
+    said = threading.Lock()
+
     def say(line: str) -> None:
-        print(f"evaluator: {line}", flush=True)
+        # One write per line, under a lock: the source archive's thread says things too.
+        with said:
+            sys.stdout.write(f"evaluator: {line}\n")
+            sys.stdout.flush()
 
     try:
         evaluate(options, say=say)
