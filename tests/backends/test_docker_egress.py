@@ -15,11 +15,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
-from ssebench.spec import Backend, RunHandle, RunSpec, contract
+from ssebench.backends.docker import DockerRunHandle
+from ssebench.spec import Backend, RunHandle, RunSpec, contract, labels
 
 pytestmark = pytest.mark.docker
 
@@ -122,9 +125,20 @@ def host_primary_address() -> str:
 
 
 def probe_reaches(
-    backend: Backend[Any], start_run: StartRun, egress: str, targets: list[str]
+    backend: Backend[Any],
+    start_run: StartRun,
+    egress: str,
+    targets: list[str],
+    *,
+    endpoint_first: bool = False,
 ) -> dict[str, bool]:
-    _, handle = start_run("connect", egress=egress, extra_env={"PROBE_TARGETS": " ".join(targets)})
+    """Which targets a probe run reaches; with `endpoint_first`, it probes only after
+    `endpoint` was asked for it (which gives a restricted run its network)."""
+    extra = {"PROBE_TARGETS": " ".join(targets), "PROBE_AWAIT": "go" if endpoint_first else ""}
+    spec, handle = start_run("connect", egress=egress, extra_env=extra)
+    if endpoint_first:
+        backend.endpoint(handle, contract.DAEMON_PORT)
+        (Path(spec.results.source) / "go").touch()
     assert backend.wait(handle, timeout=120) == 0
     found = {}
     for line in backend.logs(handle):
@@ -134,17 +148,47 @@ def probe_reaches(
     return found
 
 
-def test_a_restricted_run_reaches_neither_the_host_nor_the_internet_standin(
-    backend: Backend[Any], start_run: StartRun, host_server: int, internet_standin: str
+def test_a_restricted_run_has_no_network_until_its_endpoint_is_asked_for(
+    backend: Backend[Any], start_run: StartRun, docker_client: docker.DockerClient
 ) -> None:
-    targets = [
-        f"GATEWAY:{host_server}",
-        f"{host_primary_address()}:{host_server}",
-        internet_standin,
-    ]
-    reached = probe_reaches(backend, start_run, "restricted", targets)
-    assert len(reached) == 3, reached
+    _, handle = start_run("serve", egress="restricted")
+    assert isinstance(handle, DockerRunHandle) and handle.network
+    container = docker_client.containers.get(handle.container_id)
+    assert list(container.attrs["NetworkSettings"]["Networks"]) == ["none"]
+    assert docker_client.networks.list(names=[handle.network]) == []
+
+    url = backend.endpoint(handle, contract.DAEMON_PORT)
+    network = docker_client.networks.get(handle.network)
+    assert network.attrs["Internal"] is True
+    assert network.attrs["Labels"][labels.RUN_ID] == handle.run_id
+    assert network.attrs["Options"]["com.docker.network.bridge.name"].startswith("sseb-")
+    container.reload()
+    assert list(container.attrs["NetworkSettings"]["Networks"]) == [handle.network]
+    assert backend.endpoint(handle, contract.DAEMON_PORT) == url, "asked again: the same address"
+
+    backend.stop(handle, grace=1)
+    backend.cleanup(handle)
+    assert docker_client.networks.list(names=[handle.network]) == []
+
+
+@pytest.mark.parametrize("endpoint_first", [False, True], ids=["no network", "own network"])
+def test_a_restricted_run_reaches_neither_the_host_nor_the_internet_standin(
+    backend: Backend[Any],
+    start_run: StartRun,
+    host_server: int,
+    internet_standin: str,
+    endpoint_first: bool,
+) -> None:
+    targets = [f"{host_primary_address()}:{host_server}", internet_standin]
+    if endpoint_first:
+        targets.append(f"GATEWAY:{host_server}")
+    reached = probe_reaches(
+        backend, start_run, "restricted", targets, endpoint_first=endpoint_first
+    )
+    assert len(reached) == len(targets), reached
     assert not any(reached.values()), reached
+    if endpoint_first:  # the probe saw its network: GATEWAY became its bridge's address
+        assert [t for t in reached if re.fullmatch(rf"(\d+\.){{3}}1:{host_server}", t)], reached
 
 
 def test_a_restricted_run_cannot_reach_another_runs_daemon_port(
@@ -154,7 +198,7 @@ def test_a_restricted_run_cannot_reach_another_runs_daemon_port(
     url = backend.endpoint(other, contract.DAEMON_PORT)
     address = url.removeprefix("http://")
     _wait_until_listening(*address.split(":")[0:1], contract.DAEMON_PORT)
-    reached = probe_reaches(backend, start_run, "restricted", [address])
+    reached = probe_reaches(backend, start_run, "restricted", [address], endpoint_first=True)
     assert reached == {address: False}
 
 

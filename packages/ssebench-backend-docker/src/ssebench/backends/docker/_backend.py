@@ -10,7 +10,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -19,6 +19,7 @@ from typing_extensions import override
 
 import docker
 import docker.errors
+import docker.models.networks
 import docker.types
 from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
 from ssebench.backends.docker._engine import docker_client
@@ -40,6 +41,7 @@ from ssebench.backends.docker._streams import join_relay, split_lines, start_rel
 from ssebench.spec import (
     Backend,
     BackendError,
+    Egress,
     ImageRequest,
     Images,
     ImageUnavailableError,
@@ -52,6 +54,23 @@ from ssebench.spec import (
 )
 
 _POLL_SECONDS: Final = 0.2
+
+
+NO_NETWORK: Final = "none"
+"""The engine's name for a container's network mode without any network."""
+
+
+def _create_network(
+    client: docker.DockerClient, name: str, run_id: str, egress: Egress
+) -> docker.models.networks.Network:
+    """A run's own network: internal (and guarded by the host rule) when restricted."""
+    return client.networks.create(
+        name,
+        driver="bridge",
+        internal=egress == "restricted",
+        labels={labels.RUN_ID: run_id, NETWORK_LABEL: name},
+        options={"com.docker.network.bridge.name": bridge_name(egress)},
+    )
 
 
 def _mounts(spec: RunSpec) -> list[docker.types.Mount]:
@@ -145,21 +164,18 @@ class DockerBackend(Backend[DockerRunHandle]):
         suffix = secrets.token_hex(3)
         network_name = f"ssebench-{spec.run_id}-{suffix}"
         container_name = f"ssebench-{spec.run_id}-{suffix}"
+        # A restricted run starts with no network at all: with only a loopback
+        # interface it reaches nothing, and it costs no bridge, no firewall rules and
+        # no DNS set-up. Its own network is made when something must reach it
+        # (`endpoint`); under the label it would have, so cleanup finds it.
         restricted = spec.network.egress == "restricted"
-        if restricted:
-            ensure_host_guard()
         own_labels = {labels.RUN_ID: spec.run_id, NETWORK_LABEL: network_name}
         network = None
         container_id = None
         try:
             with engine_errors(f"starting run {spec.run_id}", hidden):
-                network = client.networks.create(
-                    network_name,
-                    driver="bridge",
-                    internal=restricted,
-                    labels=own_labels,
-                    options={"com.docker.network.bridge.name": bridge_name(spec.network.egress)},
-                )
+                if not restricted:
+                    network = _create_network(client, network_name, spec.run_id, "open")
                 container_id = client.api.create_container(
                     spec.image,
                     name=container_name,
@@ -171,7 +187,7 @@ class DockerBackend(Backend[DockerRunHandle]):
                     },
                     host_config=client.api.create_host_config(
                         mounts=_mounts(spec),
-                        network_mode=network_name,
+                        network_mode=NO_NETWORK if restricted else network_name,
                         security_opt=["no-new-privileges"],
                     ),
                     platform=spec.platform,
@@ -295,14 +311,49 @@ class DockerBackend(Backend[DockerRunHandle]):
         client = self._client()
         with engine_errors(f"finding run {handle.run_id}"):
             attrs = client.api.inspect_container(handle.container_id)
-        if not attrs["State"].get("Running"):
-            raise BackendError(f"run {handle.run_id} is not running")
+            if not attrs["State"].get("Running"):
+                raise BackendError(f"run {handle.run_id} is not running")
+            refused = None
+            if NO_NETWORK in attrs["NetworkSettings"]["Networks"]:
+                refused = self._attach_restricted_network(client, handle)
+                attrs = client.api.inspect_container(handle.container_id)
         networks: dict[str, dict[str, str]] = attrs["NetworkSettings"]["Networks"]
         on_network = networks.get(handle.network or "") or next(iter(networks.values()), {})
         address = on_network.get("IPAddress")
         if not address:
-            raise BackendError(f"run {handle.run_id} has no address on its network")
+            why = f": {refused}" if refused else ""
+            raise BackendError(f"run {handle.run_id} has no address on its network{why}")
         return f"http://{address}:{port}"
+
+    @staticmethod
+    def _attach_restricted_network(
+        client: docker.DockerClient, handle: DockerRunHandle
+    ) -> docker.errors.APIError | None:
+        """Give a network-less (restricted) run its own network, guarded like any restricted one.
+
+        Another `endpoint` call may be doing the same at once, so a step the engine
+        refuses (the network exists, the run is already moved) is not an error by
+        itself; the caller looks at where the run ended up.
+
+        Returns:
+            The last refusal, to explain a run that still has no address.
+        """
+        network = handle.network
+        if not network:
+            raise BackendError(f"run {handle.run_id} has no network name: not started by SSEBench")
+        ensure_host_guard()
+        refused = None
+        steps: list[Callable[[], object]] = [
+            lambda: _create_network(client, network, handle.run_id, "restricted"),
+            lambda: client.api.disconnect_container_from_network(handle.container_id, NO_NETWORK),
+            lambda: client.api.connect_container_to_network(handle.container_id, network),
+        ]
+        for step in steps:
+            try:
+                step()
+            except docker.errors.APIError as exc:
+                refused = exc
+        return refused
 
     @override
     def exec_argv(

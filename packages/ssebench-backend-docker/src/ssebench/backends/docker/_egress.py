@@ -1,12 +1,14 @@
-"""Restricted egress: a network per run from which nothing can be reached.
+"""Restricted egress: a run from which nothing can be reached.
 
-An internal Docker network has no route out, but a container on it can still
-open connections to the host's own addresses (the bridge's gateway, the host's
-primary address): those arrive through the host's INPUT chain. Every restricted
-run's bridge is therefore named with one prefix, and a single host rule drops
-every new connection that comes in on such a bridge. Connections the host
-opens to the run (`ssebench runs endpoint` reaching port 4263) are unaffected:
-their replies are not new.
+A restricted run starts without any network (only its loopback interface).
+When something must reach it (`ssebench runs endpoint` asking for port 4263),
+it is given a network of its own: an internal Docker network, which has no
+route out. A container on one can still open connections to the host's own
+addresses (the bridge's gateway, the host's primary address): those arrive
+through the host's INPUT chain. Every restricted run's bridge is therefore
+named with one prefix, and a single host rule drops every new connection that
+comes in on such a bridge. Connections the host opens to the run are
+unaffected: their replies are not new.
 """
 
 from __future__ import annotations
