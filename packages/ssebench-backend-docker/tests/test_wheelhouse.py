@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ssebench.backends.docker import _wheelhouse as wheelhouse
 from ssebench.backends.docker import prepare_runtime_packages
 from ssebench.backends.docker._wheelhouse import (
     CACHE_ENV,
@@ -159,3 +160,32 @@ def test_what_an_install_writes_about_the_host_is_removed_with_its_record_rows(
     assert (info / "RECORD").read_text() == (
         'tool/__init__.py,sha256=x,0\n"tool/a,b.py",sha256=y,0\ntool-1.0.dist-info/RECORD,,\n'
     )
+
+
+def test_the_export_of_the_lock_is_kept_until_the_lock_or_a_pyproject_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / "packages" / "one").mkdir(parents=True)
+    (home / "uv.lock").write_text("lock 1\n")
+    (home / "pyproject.toml").write_text("[project]\n")
+    (home / "packages" / "one" / "pyproject.toml").write_text("[project]\nname = 'one'\n")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    exports: list[str] = []
+
+    def fake_uv(uv: str, at: Path, *args: str) -> str:
+        assert args[0] == "export" and at == home
+        exports.append((home / "uv.lock").read_text())
+        return f"exported from {exports[-1]}"
+
+    monkeypatch.setattr(wheelhouse, "_uv", fake_uv)
+    uv = find_uv()
+    assert wheelhouse._export(uv, home, force=False) == "exported from lock 1\n"
+    assert wheelhouse._export(uv, home, force=False) == "exported from lock 1\n"
+    assert len(exports) == 1, "the kept export was used"
+    (home / "packages" / "one" / "pyproject.toml").write_text("[project]\nname = 'two'\n")
+    wheelhouse._export(uv, home, force=False)
+    (home / "uv.lock").write_text("lock 2\n")
+    assert wheelhouse._export(uv, home, force=False) == "exported from lock 2\n"
+    assert wheelhouse._export(uv, home, force=True) == "exported from lock 2\n"
+    assert len(exports) == 4

@@ -6,13 +6,10 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import click
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ssebench.runner._console import fail, log_to_stderr, stdout_to_stderr
 from ssebench.runner._lifecycle import Runner, said, utc_now
@@ -31,6 +28,9 @@ from ssebench.spec import (
     encode_json,
     get_backend,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,8 @@ def run_command(
     if json_output:
         click.echo(encode_json(summary, pretty=True).decode(), nl=False)
     else:
+        from rich.console import Console  # here: `--json` runs never need rich
+
         Console().print(summary_table(summary, plan))
     if require_pass and summary.patch_result.status != "passed":
         raise typer.Exit(1)
@@ -177,6 +179,9 @@ def summary_table(summary: Summary, plan: RunPlan) -> Table:
     Returns:
         A two-column rich table.
     """
+    from rich.table import Table
+    from rich.text import Text
+
     result = summary.patch_result
     table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
     table.add_column(style="bold")

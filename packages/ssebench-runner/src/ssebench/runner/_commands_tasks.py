@@ -7,9 +7,6 @@ from typing import Annotated
 
 import click
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ssebench.runner._console import fail
 from ssebench.runner._lifecycle import said
@@ -74,6 +71,11 @@ def list_tasks(
     if json_output:
         click.echo(encode_json(listings, pretty=True).decode(), nl=False)
         return
+    # Here, not at the top: rich costs every ssebench command start-up time.
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=str(dataset), title_justify="left")
     for column in ("task", "language", "project", "checks"):
         table.add_column(column)

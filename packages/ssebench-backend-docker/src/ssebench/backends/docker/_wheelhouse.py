@@ -26,6 +26,7 @@ the step that copies it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import os
@@ -258,9 +259,7 @@ def prepare_runtime_packages(
         ImageUnavailableError: uv is missing or one of its commands failed.
     """
     uv = find_uv()
-    exported = _uv(
-        uv, home, "export", "--frozen", "--no-dev", "--no-header", "--package", RUNTIME_PACKAGE
-    )
+    exported = _export(uv, home, force)
     members = _members(exported, home)
     requirements = "".join(
         line + "\n" for line in exported.splitlines() if not line.startswith("-e ")
@@ -287,6 +286,42 @@ def prepare_runtime_packages(
         dependencies=_cached_tree("dependencies", _key(requirements), force, say, dependencies),
         workspace=_cached_tree("workspace", _key(members=members), force, say, workspace),
     )
+
+
+def _export(uv: str, home: Path, force: bool) -> str:
+    """`uv export` of the runtime package, kept in the cache under a key of its inputs.
+
+    What uv exports follows from uv.lock and the workspace's pyproject.toml files
+    alone (and from uv itself), so while they are unchanged the kept export is
+    used instead of running uv on every run.
+    """
+    tool = Path(uv).stat()
+    digest = hashlib.sha256(f"{RECIPE}\0{uv}\0{tool.st_size} {tool.st_mtime_ns}\0".encode())
+    inputs = [
+        home / "uv.lock",
+        home / "pyproject.toml",
+        *sorted(home.glob("packages/*/pyproject.toml")),
+    ]
+    for path in inputs:
+        digest.update(str(path.relative_to(home)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    key = digest.hexdigest()
+    kept = cache_root() / "runtime-packages" / "export.txt"
+    if not force:
+        with contextlib.suppress(OSError):
+            first, _, exported = kept.read_text().partition("\n")
+            if first == key:
+                return exported
+    exported = _uv(
+        uv, home, "export", "--frozen", "--no-dev", "--no-header", "--package", RUNTIME_PACKAGE
+    )
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=kept.parent, prefix=".export.")
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(f"{key}\n{exported}")
+        Path(temporary).replace(kept)
+    return exported
 
 
 def _prune(root: Path, kind: str, keep: Path) -> None:
