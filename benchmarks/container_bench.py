@@ -9,14 +9,14 @@ SSE_RESULTS, its archive at SSE_ARCHIVE, an agent command of our own.
 1. Start latency: from `docker run -d` to the agent command's first
    instruction (it writes the wall clock into the archive), with the
    entrypoint's breakdown from `entrypoint.log` (daemon ready, MCP server
-   listening, agent started, MCP server serving), against a raw
+   listening, agent started), against a raw
    `docker run --rm --entrypoint true <same image>` measured in the same run
    (target: ratio <= 3).
 2. Memory during the agent phase: the proportional set size (PSS, from
    /proc/PID/smaps_rollup) of the entrypoint, the daemon and the MCP server,
-   each and together, once the MCP server serves and again after the agent
-   called `test_patch` through the MCP SDK's client (target: <= 100 MB
-   together).
+   each and together, once the agent runs (the MCP server listens; its SDK
+   loads with its first client) and again after the agent called `test_patch`
+   through the MCP SDK's client (target: <= 100 MB together).
 
 Each measurement runs --repeat times (after one warm-up container); medians
 are reported. Needs a Docker engine on this machine (PSS is read from the host's
@@ -181,7 +181,7 @@ def one_run(image: str, memory: bool) -> Sample:
         begin = time.time()
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
         started = float(_wait(run_dir / "archive" / "agent-started", "\n", 120))
-        log = _wait(run_dir / "entrypoint.log", "MCP server serving after", 120)
+        log = _wait(run_dir / "entrypoint.log", "agent started as model", 120)
         sample = Sample(start=started - begin)
         for match in _LINE.finditer(log):
             # "<step> after <seconds> s": seconds since the entrypoint (or, for the
@@ -254,7 +254,7 @@ def main() -> int:
         )
         for step, seconds in sorted(steps.items(), key=lambda item: item[1]):
             print(f"  {step:<28} {seconds:7.3f} s after docker run")
-        for label, pss in (("MCP serving, idle", idle), ("after one test_patch", after)):
+        for label, pss in (("agent phase, MCP not called", idle), ("after one test_patch", after)):
             within = "ok" if pss["together"] <= MEMORY_TARGET_MB else "OVER TARGET"
             each = ", ".join(f"{k} {v:.1f}" for k, v in pss.items() if k != "together")
             print(

@@ -435,8 +435,10 @@ def test_the_sdk_client_calls_test_patch_inside_the_container(
             assert "nothing may be checked" in answer
     assert run.result().patch_result.status == "passed"
     output = run.output()
-    listening = output.index("MCP server listening after")
-    assert listening < output.index("agent started after") < output.index("MCP server serving")
+    assert output.index("MCP server listening after") < output.index("agent started after")
+    # The SDK loaded only for the agent's first call.
+    mcp_log = (run.run_dir / "mcp.log").read_text()
+    assert mcp_log.index("listening on") < mcp_log.index("first client after")
 
 
 # -- services that do not start ---------------------------------------------------------

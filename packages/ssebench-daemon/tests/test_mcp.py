@@ -18,6 +18,7 @@ from ssebench.daemon._client import Reply
 from ssebench.daemon._client._api import DaemonApi, DaemonRefusedError
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import BencherRequest, BencherResponse, CapabilitiesResponse
+from ssebench.daemon.entrypoint._services import tcp_listening
 from ssebench.daemon.mcp import TAIL_CHARS, LogStore, PatchTester
 
 from .conftest import Running, free_port
@@ -239,6 +240,59 @@ def test_the_sdk_client_calls_test_patch_on_the_server(
     answer = anyio.run(_call_test_patch, url)
     assert answer.startswith("test_patch: FAILED")
     assert "- PoC 1 of 2: FAILED" in answer
+
+
+def _log_of(tmp_path: Path, url: str) -> Path:
+    return tmp_path / f"mcp-{url.rsplit(':', 1)[1].split('/')[0]}.log"
+
+
+def test_the_sdk_loads_only_when_the_first_client_connects(
+    tmp_path: Path,
+    start_daemon: Callable[..., Running],
+    mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]],
+) -> None:
+    running = start_daemon(difficulty=2)
+    proc, url = mcp_server("2", running.config.agent_socket)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    listening = tcp_listening("127.0.0.1", port)  # the entrypoint's probe: it never connects
+    deadline = time.monotonic() + 30
+    while not listening():
+        assert time.monotonic() < deadline and proc.poll() is None, "the MCP server did not listen"
+        time.sleep(0.02)
+    time.sleep(1.0)
+    log = _log_of(tmp_path, url)
+    assert "listening on" in log.read_text()
+    assert "first client" not in log.read_text(), "the SDK loaded with no client"
+    # The SDK's pydantic brings a compiled core: mapped into the process once loaded.
+    assert "pydantic_core" not in _loaded_modules(proc.pid), "the SDK is not in memory"
+    answer = anyio.run(_call_test_patch, url)
+    assert answer.startswith("test_patch: PASSED")
+    assert "first client after" in log.read_text()
+    assert "pydantic_core" in _loaded_modules(proc.pid)
+
+
+def _loaded_modules(pid: int) -> set[str]:
+    """Top-level packages of the files a process has mapped (its compiled modules)."""
+    found = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = Path(line.split()[-1]).parts if "/" in line else ()
+        if "site-packages" in parts:
+            found.add(parts[parts.index("site-packages") + 1])
+    return found
+
+
+def test_sigterm_before_the_first_client_ends_the_server_with_status_0(
+    tmp_path: Path, mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]]
+) -> None:
+    proc, url = mcp_server("2", tmp_path / "none.sock")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    listening = tcp_listening("127.0.0.1", port)
+    deadline = time.monotonic() + 30
+    while not listening():
+        assert time.monotonic() < deadline and proc.poll() is None, "the MCP server did not listen"
+        time.sleep(0.02)
+    proc.terminate()
+    assert proc.wait(10) == 0
 
 
 def test_the_server_refuses_to_start_on_an_invalid_difficulty(

@@ -169,7 +169,6 @@ def run_agent(
     log: int,
     out: int | None,
     say: Say,
-    tick: Callable[[], bool] = lambda: False,
 ) -> AgentOutcome:
     """Run the agent command as `model` until it exits, its time limit, or a stop signal.
 
@@ -181,7 +180,6 @@ def run_agent(
         log: agent.log, open for writing.
         out: the container's output (None: the log only).
         say: the entrypoint's own messages.
-        tick: called on every wake-up; True asks for the next one soon (20 ms).
 
     Returns:
         How the phase ended; by then no process of `model` is left.
@@ -233,8 +231,7 @@ def run_agent(
         if left <= 0:
             timed_out = True
             break
-        fast = tick()
-        if wakeup.wait(min(left, 0.02 if fast else 1.0), [read_fd] if relay.open else []):
+        if wakeup.wait(min(left, 1.0), [read_fd] if relay.open else []):
             relay.pump()
     duration = time.monotonic() - started
     signal_group(proc.pid, signal.SIGKILL)

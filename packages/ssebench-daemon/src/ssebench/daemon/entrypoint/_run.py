@@ -185,14 +185,9 @@ class Entrypoint:
                 log=log,
                 out=self.out,
                 say=self.say,
-                tick=self._watch_services,
             )
         finally:
             os.close(log)
-
-    def _watch_services(self) -> bool:
-        """While the agent runs: note when the MCP server serves (or that it died)."""
-        return self.services.watch(self.say)
 
     def _end_agent_phase(self) -> None:
         """Tell the daemon: agent-facing listeners refuse every tool from now on."""

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import errno
+import ipaddress
 import os
-import select
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -24,13 +22,8 @@ POLL: float = 0.01
 """Seconds between readiness probes."""
 
 MCP_NICENESS = 5
-"""The MCP server loads its SDK (CPU-bound, a second or more) while the daemon starts;
-the agent starts once the daemon answers, so on a busy machine the daemon goes first."""
-
-MCP_PROBE_PATH = "/ssebench-probe"
-"""Asked of the MCP server to learn that it serves: the web server answers only once
-the app has started (the SDK's session manager runs), and a path beside `/mcp`
-gets a plain 404 without opening an MCP session."""
+"""The MCP server loads its SDK (CPU-bound, a second or more) when its first client
+connects, perhaps while a check runs: the checks and the daemon go first."""
 
 
 class ServiceError(Exception):
@@ -59,15 +52,9 @@ class Service:
     """What passing `ready` means, for the log: "ready" (it answers) or "listening"."""
     niceness: int = 0
     """Added to its scheduling niceness: the agent waits for the daemon, not for this."""
-    serving: Callable[[], bool] | None = None
-    """A later, stronger probe, watched while the agent runs (the MCP server answering HTTP)."""
     proc: subprocess.Popen[bytes] | None = None
     ready_after: float | None = None
     """Seconds from the start of the wait until it answered."""
-    serving_after: float | None = None
-    """Seconds from the start until `serving` passed."""
-    reported: bool = False
-    """Whether `Services.watch` has said all there is to say about it."""
 
 
 def service_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -88,82 +75,35 @@ def daemon_ready(admin_socket: Path) -> Callable[[], bool]:
     return probe
 
 
-def tcp_ready(host: str, port: int) -> Callable[[], bool]:
-    """Ready = the port accepts a TCP connection."""
+def tcp_listening(host: str, port: int) -> Callable[[], bool]:
+    """Ready = a socket listens on host:port, learnt from /proc/net/tcp without connecting.
+
+    A connection would be the MCP server's first client, which makes it load its SDK.
+    """
+    address = ipaddress.ip_address(host)
+    table = Path("/proc/net/tcp6" if address.version == 6 else "/proc/net/tcp")
+    # The kernel writes the address as the bytes of each 32-bit word in host order.
+    packed = address.packed
+    words = [packed[i : i + 4][::-1] for i in range(0, len(packed), 4)]
+    wanted = f"{b''.join(words).hex().upper()}:{port:04X}"
+    wildcard = f"{'0' * len(packed) * 2}:{port:04X}"
 
     def probe() -> bool:
         try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return True
+            lines = table.read_text().splitlines()[1:]
         except OSError:
             return False
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == _TCP_LISTEN and fields[1] in (wanted, wildcard):
+                return True
+        return False
 
     return probe
 
 
-class HttpProbe:
-    """Ready = an HTTP answer (any status) on host:port: serving, not only listening.
-
-    The MCP server binds its port before it loads the SDK, so a connection
-    alone says little; the probe sends one request and waits, poll after
-    poll, without blocking, for the status line.
-    """
-
-    def __init__(self, host: str, port: int, path: str) -> None:
-        self.address = (host, port)
-        self.request = (
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
-        ).encode("ascii")
-        self.sock: socket.socket | None = None
-        self.sent = False
-        self.received = b""
-
-    def __call__(self) -> bool:
-        """One non-blocking step; True once a status line came back."""
-        try:
-            answered = self._step()
-        except OSError:
-            self.close()
-            return False
-        if answered:
-            self.close()
-        return answered
-
-    def _step(self) -> bool:
-        if self.sock is None:
-            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            self.sock.setblocking(False)
-            self.sent, self.received = False, b""
-            code = self.sock.connect_ex(self.address)
-            if code not in (0, errno.EINPROGRESS):
-                raise OSError(code, os.strerror(code))
-        if not self.sent:
-            _, writable, _ = select.select([], [self.sock], [], 0)
-            if not writable:
-                return False
-            code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if code:
-                raise OSError(code, os.strerror(code))
-            self.sock.sendall(self.request)
-            self.sent = True
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        if not readable:
-            return False
-        data = self.sock.recv(64)
-        if not data:
-            raise ConnectionResetError("closed without an answer")
-        self.received += data
-        if self.received.startswith(b"HTTP/"):
-            return True
-        if len(self.received) >= 5:
-            raise ConnectionError("not an HTTP answer")
-        return False
-
-    def close(self) -> None:
-        """Drop the probe's connection (a later call starts a new one)."""
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+_TCP_LISTEN = "0A"
+"""The state column of a listening socket in /proc/net/tcp."""
 
 
 @dataclass
@@ -196,13 +136,11 @@ class Services:
             log_name="mcp.log",
             argv=settings.mcp_command(),
             env=env,
-            # It checks its settings, binds its port, then loads the SDK (a second or
-            # two): once it listens, the agent may start; its requests wait in the
-            # listen queue until the SDK answers, which `watch` reports.
-            ready=tcp_ready(settings.mcp_host, settings.mcp_port),
+            # It checks its settings and binds its port; its SDK loads when the first
+            # client connects (who waits in the listen queue meanwhile).
+            ready=tcp_listening(settings.mcp_host, settings.mcp_port),
             ready_word="listening",
             niceness=MCP_NICENESS,
-            serving=HttpProbe(settings.mcp_host, settings.mcp_port, MCP_PROBE_PATH),
         )
         return [daemon, mcp]
 
@@ -277,32 +215,6 @@ class Services:
         if service.niceness:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, service.proc.pid, service.niceness)
-
-    def watch(self, say: Callable[[str], None]) -> bool:
-        """One round of the `serving` probes: say when a service serves, or died first.
-
-        Returns:
-            Whether a probe is still pending (the caller should poll again soon).
-        """
-        pending = False
-        self.children.reap()
-        for service in self.services:
-            if service.serving is None or service.reported:
-                continue
-            proc = service.proc
-            if proc is not None and proc.returncode is not None:
-                service.reported = True
-                say(
-                    f"the {service.name} exited with status {proc.returncode} before it "
-                    f"served; see {service.log_name}"
-                )
-            elif service.serving():
-                service.reported = True
-                service.serving_after = time.monotonic() - self.started
-                say(f"{service.name} serving after {service.serving_after:.3f} s")
-            else:
-                pending = True
-        return pending
 
     def dead(self) -> list[Service]:
         """Services that were started and have exited since."""
