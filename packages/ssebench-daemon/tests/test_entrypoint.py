@@ -393,6 +393,10 @@ def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_contain
     assert not any("admin.sock" in value for value in env.values())
     calls = ran.calls()
     assert calls.index("POST /admin/agent_exited {}") < calls.index("POST /prepare_grading {}")
+    # The entrypoint asks for grading to be prepared as the evaluator starts, before
+    # the evaluator's first request; the evaluator asks again (the same answer).
+    assert calls.count("POST /prepare_grading {}") == 2
+    assert calls.index("POST /prepare_grading {}") < calls.index("GET /capabilities")
 
 
 def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> None:

@@ -120,22 +120,7 @@ class UnixHTTPClient:
                 did not answer HTTP.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        payload = body or b""
-        head = (
-            f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-            f"Accept: application/json\r\nContent-Length: {len(payload)}\r\n"
-            + ("Content-Type: application/json\r\n" if body is not None else "")
-            + "\r\n"
-        )
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            try:
-                sock.connect(self.path)
-            except (FileNotFoundError, ConnectionRefusedError, PermissionError) as exc:
-                raise DaemonUnreachableError(
-                    f"nothing answers on {self.path}: {exc.strerror or exc}"
-                ) from exc
-            sock.sendall(head.encode("latin-1") + payload)
+        with self.send(method, target, body, timeout=timeout) as sock:
             received = bytearray()
             while True:
                 if deadline is not None:
@@ -150,6 +135,40 @@ class UnixHTTPClient:
                 if len(received) > MAX_ANSWER_BYTES:
                     raise ConnectionError(f"the answer from {self.path} is too large")
         return _parse(bytes(received), self.path)
+
+    def send(
+        self, method: str, target: str, body: bytes | None = None, *, timeout: float | None
+    ) -> socket.socket:
+        """Connect and send one request; the answer is left to be read from the socket.
+
+        The caller closes the socket. The daemon carries out a request whether or
+        not its answer is read.
+
+        Raises:
+            DaemonUnreachableError: the socket does not accept connections.
+            TimeoutError: the request could not be sent within `timeout`.
+        """
+        payload = body or b""
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            f"Accept: application/json\r\nContent-Length: {len(payload)}\r\n"
+            + ("Content-Type: application/json\r\n" if body is not None else "")
+            + "\r\n"
+        )
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            try:
+                sock.connect(self.path)
+            except (FileNotFoundError, ConnectionRefusedError, PermissionError) as exc:
+                raise DaemonUnreachableError(
+                    f"nothing answers on {self.path}: {exc.strerror or exc}"
+                ) from exc
+            sock.sendall(head.encode("latin-1") + payload)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def get(self, target: str, *, timeout: float | None = DEFAULT_TIMEOUT) -> Reply:
         """GET `target` (see `request`)."""

@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import traceback
@@ -149,11 +150,11 @@ class Entrypoint:
             return self._fail_start(f"cannot learn the task's source tree from the daemon: {exc}")
         self.phase = "agent"
         self.agent = self._agent_phase(source)
-        self._end_agent_phase()
+        ended = self._end_agent_phase()
         if self.wakeup.stopping:
             return self._stopped()
         self.phase = "grading"
-        self._evaluate(self.agent)
+        self._evaluate(self.agent, prepare_early=ended)
         if self.wakeup.stopping:
             return self._stopped()
         self._finish()
@@ -189,8 +190,12 @@ class Entrypoint:
         finally:
             os.close(log)
 
-    def _end_agent_phase(self) -> None:
-        """Tell the daemon: agent-facing listeners refuse every tool from now on."""
+    def _end_agent_phase(self) -> bool:
+        """Tell the daemon: agent-facing listeners refuse every tool from now on.
+
+        Returns:
+            Whether the daemon ended the agent phase.
+        """
         for service in self.services.dead():
             code = service.proc.returncode if service.proc else None
             self.say(
@@ -204,11 +209,12 @@ class Entrypoint:
             )
         except (DaemonUnreachableError, ConnectionError, TimeoutError, OSError) as exc:
             self.say(f"cannot end the agent phase on the daemon: {exc}")
-            return
+            return False
         if reply.ok:
             self.say("agent phase over: the daemon refuses agent-facing tools")
         else:
             self.say(f"the daemon refused to end the agent phase: {reply.error_text()}")
+        return reply.ok
 
     # -- grading ------------------------------------------------------------------------
 
@@ -226,7 +232,7 @@ class Entrypoint:
             argv.append("--agent-timeout")
         return argv
 
-    def _evaluate(self, agent: AgentOutcome) -> None:
+    def _evaluate(self, agent: AgentOutcome, *, prepare_early: bool = False) -> None:
         """Run the evaluator to its end, its time limit (plus a grace) or a stop signal;
         write an `error` grade when it left none (except on a stop: `_stopped` does)."""
         settings = self.settings
@@ -256,6 +262,7 @@ class Entrypoint:
         # Reading the grade needs ssebench.spec, which the entrypoint does not load at
         # start-up; loading it now, while the evaluator works, saves that pause after it.
         importlib.import_module("ssebench.spec")
+        early = self._ask_to_prepare_grading() if prepare_early else None
         relay = Relay(read_fd, log, self.err)
         deadline = time.monotonic() + settings.evaluator_timeout + settings.evaluator_grace
         killed = False
@@ -273,6 +280,8 @@ class Entrypoint:
             ):
                 relay.pump()
         relay.drain(self.wakeup, 1.0)
+        if early is not None:
+            early.close()
         os.close(read_fd)
         os.close(log)
         if self.wakeup.stopping:
@@ -294,6 +303,22 @@ class Entrypoint:
             )
         else:
             self.say(f"evaluator finished: status {proc.returncode}")
+
+    def _ask_to_prepare_grading(self) -> socket.socket | None:
+        """Send `POST /prepare_grading` now, without waiting for the answer.
+
+        Grading begins with it (the agent's diff taken and applied to the graded
+        copy); asked here, the daemon does it while the evaluator loads, and answers
+        the evaluator's own call at once ("a second call answers the same"). The
+        agent phase is over, so the tree no longer changes. Whatever goes wrong is
+        left to the evaluator's call to find and record.
+        """
+        try:
+            return UnixHTTPClient(str(self.settings.admin_socket)).send(
+                "POST", "/prepare_grading", b"{}", timeout=5.0
+            )
+        except (DaemonUnreachableError, OSError):
+            return None
 
     # -- results ------------------------------------------------------------------------
 
