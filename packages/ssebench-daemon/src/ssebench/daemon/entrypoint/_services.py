@@ -7,6 +7,7 @@ import ipaddress
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -82,9 +83,11 @@ def tcp_listening(host: str, port: int) -> Callable[[], bool]:
     """
     address = ipaddress.ip_address(host)
     table = Path("/proc/net/tcp6" if address.version == 6 else "/proc/net/tcp")
-    # The kernel writes the address as the bytes of each 32-bit word in host order.
+    # The kernel prints the address as 32-bit words in host byte order.
     packed = address.packed
-    words = [packed[i : i + 4][::-1] for i in range(0, len(packed), 4)]
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    if sys.byteorder == "little":
+        words = [word[::-1] for word in words]
     wanted = f"{b''.join(words).hex().upper()}:{port:04X}"
     wildcard = f"{'0' * len(packed) * 2}:{port:04X}"
 
