@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import io
-import os
 import secrets
 import shutil
 import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +19,7 @@ import docker
 import docker.errors
 import docker.models.networks
 import docker.types
+from ssebench.backends.docker._atomic import write_atomically
 from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
 from ssebench.backends.docker._engine import docker_client
 from ssebench.backends.docker._errors import (
@@ -124,10 +123,7 @@ class DockerBackend(Backend[DockerRunHandle]):
             data = self._read_from_image(client, image, image_id, path, platform)
             cache.write(image_id, path, data)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        Path(temporary).replace(dest)
+        write_atomically(dest, data)
 
     @staticmethod
     def _read_from_image(

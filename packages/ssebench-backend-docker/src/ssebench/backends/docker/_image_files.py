@@ -17,10 +17,10 @@ import contextlib
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Final
 
+from ssebench.backends.docker._atomic import write_atomically
 from ssebench.backends.docker._wheelhouse import cache_root
 
 KEEP_IMAGES: Final = 64
@@ -61,10 +61,7 @@ class ImageFileCache:
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             entry.parent.mkdir(mode=0o700, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".copy.")
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(data)
-            Path(temporary).replace(entry)
+            write_atomically(entry, data)
         except OSError:
             return
         self._prune(keep=entry.parent)

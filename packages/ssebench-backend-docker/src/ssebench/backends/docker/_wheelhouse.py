@@ -34,11 +34,12 @@ import shutil
 import subprocess
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
+from ssebench.backends.docker._atomic import write_atomically
 from ssebench.spec import ImageUnavailableError
 
 RUNTIME_PACKAGE: Final = "ssebench-daemon"
@@ -151,13 +152,24 @@ def _members(requirements: str, home: Path) -> list[Path]:
 
 
 def _key(*parts: str, members: Sequence[Path] = ()) -> str:
+    return _files_digest(
+        (RECIPE, PYTHON_VERSION, PLATFORM, *parts),
+        (
+            (str(path.relative_to(member.parent)), path)
+            for member in members
+            for path in _package_files(member)
+        ),
+    )
+
+
+def _files_digest(parts: Iterable[str], files: Iterable[tuple[str, Path]]) -> str:
+    """A digest of `parts`, then of each file's name and content."""
     digest = hashlib.sha256()
-    for part in (RECIPE, PYTHON_VERSION, PLATFORM, *parts):
+    for part in parts:
         digest.update(part.encode() + b"\0")
-    for member in members:
-        for path in _package_files(member):
-            digest.update(str(path.relative_to(member.parent)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for name, path in files:
+        digest.update(name.encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 
@@ -296,16 +308,15 @@ def _export(uv: str, home: Path, force: bool) -> str:
     used instead of running uv on every run.
     """
     tool = Path(uv).stat()
-    digest = hashlib.sha256(f"{RECIPE}\0{uv}\0{tool.st_size} {tool.st_mtime_ns}\0".encode())
     inputs = [
         home / "uv.lock",
         home / "pyproject.toml",
         *sorted(home.glob("packages/*/pyproject.toml")),
     ]
-    for path in inputs:
-        digest.update(str(path.relative_to(home)).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    key = digest.hexdigest()
+    key = _files_digest(
+        (RECIPE, uv, f"{tool.st_size} {tool.st_mtime_ns}"),
+        ((str(path.relative_to(home)), path) for path in inputs),
+    )
     kept = cache_root() / "runtime-packages" / "export.txt"
     if not force:
         with contextlib.suppress(OSError):
@@ -317,10 +328,7 @@ def _export(uv: str, home: Path, force: bool) -> str:
     )
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
         kept.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=kept.parent, prefix=".export.")
-        with os.fdopen(descriptor, "w") as stream:
-            stream.write(f"{key}\n{exported}")
-        Path(temporary).replace(kept)
+        write_atomically(kept, f"{key}\n{exported}".encode())
     return exported
 
 
