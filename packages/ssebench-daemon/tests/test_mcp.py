@@ -206,9 +206,14 @@ def mcp_server(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[
         proc.wait(30)
 
 
+def port_of(url: str) -> int:
+    """The port of a `http://host:port/path` URL."""
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
 def wait_listening(proc: subprocess.Popen[bytes], url: str, seconds: float = 60) -> None:
     """Until the server's port accepts connections (it binds before loading the SDK)."""
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    port = port_of(url)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the MCP server exited"
@@ -243,7 +248,16 @@ def test_the_sdk_client_calls_test_patch_on_the_server(
 
 
 def _log_of(tmp_path: Path, url: str) -> Path:
-    return tmp_path / f"mcp-{url.rsplit(':', 1)[1].split('/')[0]}.log"
+    return tmp_path / f"mcp-{port_of(url)}.log"
+
+
+def _wait_listening_unseen(proc: subprocess.Popen[bytes], url: str) -> None:
+    """Until the server listens, found the entrypoint's way: without connecting."""
+    listening = tcp_listening("127.0.0.1", port_of(url))
+    deadline = time.monotonic() + 30
+    while not listening():
+        assert time.monotonic() < deadline and proc.poll() is None, "the MCP server did not listen"
+        time.sleep(0.02)
 
 
 def test_the_sdk_loads_only_when_the_first_client_connects(
@@ -253,12 +267,7 @@ def test_the_sdk_loads_only_when_the_first_client_connects(
 ) -> None:
     running = start_daemon(difficulty=2)
     proc, url = mcp_server("2", running.config.agent_socket)
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    listening = tcp_listening("127.0.0.1", port)  # the entrypoint's probe: it never connects
-    deadline = time.monotonic() + 30
-    while not listening():
-        assert time.monotonic() < deadline and proc.poll() is None, "the MCP server did not listen"
-        time.sleep(0.02)
+    _wait_listening_unseen(proc, url)
     time.sleep(1.0)
     log = _log_of(tmp_path, url)
     assert "listening on" in log.read_text()
@@ -285,12 +294,7 @@ def test_sigterm_before_the_first_client_ends_the_server_with_status_0(
     tmp_path: Path, mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]]
 ) -> None:
     proc, url = mcp_server("2", tmp_path / "none.sock")
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    listening = tcp_listening("127.0.0.1", port)
-    deadline = time.monotonic() + 30
-    while not listening():
-        assert time.monotonic() < deadline and proc.poll() is None, "the MCP server did not listen"
-        time.sleep(0.02)
+    _wait_listening_unseen(proc, url)
     proc.terminate()
     assert proc.wait(10) == 0
 

@@ -9,10 +9,8 @@ import logging
 import os
 import signal
 import socket
-import stat
 import sys
 from collections.abc import Generator, Mapping, Sequence
-from pathlib import Path
 
 import uvicorn
 
@@ -22,6 +20,7 @@ from ssebench.daemon._config import DaemonConfig, load_config
 from ssebench.daemon._core import Daemon
 from ssebench.daemon._diff import find_git
 from ssebench.daemon._errors import ConfigError, DaemonError
+from ssebench.daemon._listening import bind_tcp, bind_unix
 from ssebench.daemon._openapi import openapi_json
 from ssebench.daemon._procs import UidKiller, lookup_identity
 from ssebench.spec import SSEBenchError, TaskConfig, contract, load_task_config
@@ -35,39 +34,6 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
-
-
-def bind_unix(path: Path, mode: int) -> socket.socket:
-    """A listening Unix socket at `path`, created with `mode` (never wider, even briefly).
-
-    Raises:
-        ConfigError: something that is not a socket is in the way.
-    """
-    with contextlib.suppress(FileNotFoundError):
-        existing = os.lstat(path).st_mode
-        if stat.S_ISDIR(existing):
-            raise ConfigError(f"{path} is a directory, not a socket")
-        path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    previous = os.umask(0o777 & ~mode)
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(previous)
-    path.chmod(mode)
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-def bind_tcp(host: str, port: int) -> socket.socket:
-    """A listening TCP socket."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 def prepare_socket_dir(config: DaemonConfig) -> None:

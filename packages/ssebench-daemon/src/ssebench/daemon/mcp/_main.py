@@ -14,23 +14,10 @@ from pathlib import Path
 
 from ssebench.daemon._config import parse_check_timeout, parse_difficulty
 from ssebench.daemon._errors import ConfigError
+from ssebench.daemon._listening import bind_tcp
 from ssebench.spec import contract
 
 DEFAULT_HOST = "127.0.0.1"
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket (bound before the SDK loads, so early clients queue).
-
-    Raises:
-        OSError: the port is taken or the address is unusable.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     agent_socket = os.environ.get(contract.ENV_DAEMON_SOCKET) or contract.SANDBOX_DAEMON_SOCKET
     try:
-        sock = bind(args.host, args.port)
+        sock = bind_tcp(args.host, args.port)
     except OSError as exc:
         print(
             f"ssebench-mcp: refusing to start: cannot listen on {args.host}:{args.port}: {exc}",
