@@ -397,9 +397,12 @@ def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_contain
     calls = ran.calls()
     assert calls.index("POST /admin/agent_exited {}") < calls.index("POST /prepare_grading {}")
     # The entrypoint asks for grading to be prepared as the evaluator starts, before
-    # the evaluator's first request; the evaluator asks again (the same answer).
+    # the evaluator's first request; the evaluator asks again (the same answer). The
+    # first GET /capabilities is the entrypoint's own, sizing the evaluator's budget.
     assert calls.count("POST /prepare_grading {}") == 2
-    assert calls.index("POST /prepare_grading {}") < calls.index("GET /capabilities")
+    assert calls.count("GET /capabilities") == 2
+    evaluators_first = max(i for i, call in enumerate(calls) if call == "GET /capabilities")
+    assert calls.index("POST /prepare_grading {}") < evaluators_first
 
 
 def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> None:

@@ -6,9 +6,9 @@ loops forever, a test suite that hangs); that must cost the check, recorded
 as failing, never the grade. So the evaluator's budget is sized to hold
 every check at its full limit (`SSE_CHECK_TIMEOUT`), each check is sent
 with its own limit taken from what is left of the budget (the evaluator's
-`Deadline`), and the daemon stops it there. Only the harness can then spend
-the budget: a daemon that stops answering, or one that takes longer than
-`CHECK_MARGIN` around a check.
+`Deadline`), and the daemon stops it there. What still ends in `error` is
+the harness's doing: a daemon that does not answer a check within its limit
+and `CHECK_MARGIN`, or `prepare_grading` within `PREPARE_ALLOWANCE`.
 
 Standard library only: the entrypoint loads this at start-up, while it must
 stay small in memory.
