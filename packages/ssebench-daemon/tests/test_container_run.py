@@ -124,7 +124,8 @@ Start = Callable[..., Run]
 def start(
     docker_client: docker.DockerClient, tool_image: Callable[..., str], tmp_path: Path
 ) -> Iterator[Start]:
-    """`start(task, script, difficulty=2, timeout=300, keep_alive=False, reference=False)`."""
+    """`start(task, script, difficulty=2, timeout=300, keep_alive=False, reference=False,
+    env=None)`; `env` adds to the contract's variables."""
     runs: list[Run] = []
 
     def launch(
@@ -135,6 +136,7 @@ def start(
         timeout: float = 300,
         keep_alive: bool = False,
         reference: bool = False,
+        env: dict[str, str] | None = None,
     ) -> Run:
         run_dir = tmp_path / f"run-{len(runs)}"
         (run_dir / "archive").mkdir(parents=True)
@@ -167,6 +169,7 @@ def start(
                 contract.ENV_DIFFICULTY: difficulty,
                 contract.ENV_TIMEOUT: f"{timeout:g}",
                 contract.ENV_KEEP_ALIVE: "1" if keep_alive else "0",
+                **(env or {}),
             },
             mounts=mounts,
             network_mode="none",
@@ -300,6 +303,52 @@ def test_nothing_the_agent_leaves_running_survives_the_agent_phase(start: Start)
     assert run.result().patch_result.status == "failed"
     run.container.stop(timeout=20)
     assert run.wait(60) == 143
+
+
+HANG_ON_TRAVERSAL = """\
+python3 - <<'PY'
+import pathlib
+path = pathlib.Path("pyarchive/_archive.py")
+code = path.read_text()
+anchor = "            target = os.path.join(dest, info.filename)\\n"
+assert anchor in code
+hang = (
+    "            if '..' in info.filename:\\n"
+    "                import time\\n"
+    "                time.sleep(3600)  # a 'fix' that never returns\\n"
+)
+path.write_text(code.replace(anchor, hang + anchor, 1))
+PY
+echo 'patched'
+"""
+
+
+def test_a_patch_that_makes_a_poc_hang_is_failed_with_the_reason_not_an_error(
+    start: Start,
+) -> None:
+    # Every PoC of the task (and the hidden tests) extract a traversing archive: with
+    # this patch each hangs until the daemon stops it at its limit. The grade must
+    # say so as failing checks, and every check must still run.
+    run = start(PYARCHIVE, HANG_ON_TRAVERSAL, timeout=30, env={"SSE_CHECK_TIMEOUT": "6"})
+    began = time.monotonic()
+    assert run.wait(300) == 0, run.output()
+    assert time.monotonic() - began < 240
+    assert "patched" in run.output()
+    result = run.result()
+    patch = result.patch_result
+    assert patch.status == "failed", (patch.error_msg, patch.error_log)
+    assert result.runtime_result.evaluator_timeout is False
+    assert patch.build_success is True
+    assert (patch.pov_passed, patch.pov_total) == (0, pocs_of(PYARCHIVE))
+    assert patch.func_test_success is True
+    assert patch.intent_test_success is False
+    assert patch.error_msg == (
+        f"PoC 1 of {pocs_of(PYARCHIVE)} did not finish within 6 s (run.sh was stopped)"
+    )
+    assert "check stopped after 6 s" in (patch.error_log or "")
+    evaluator_log = read(run.run_dir / "evaluator.log")
+    assert "intent_test: code -1, stopped at its limit of 6 s" in evaluator_log
+    assert (run.run_dir / ".graded").read_text() == "failed\n"
 
 
 # -- stopping ---------------------------------------------------------------------------

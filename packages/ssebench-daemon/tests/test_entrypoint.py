@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from ssebench.daemon._budget import CHECK_MARGIN, GRADE_RESERVE, PREPARE_ALLOWANCE
 from ssebench.daemon.entrypoint._agent import agent_env
 from ssebench.daemon.entrypoint._files import MAX_DEPTH, hand_over
 from ssebench.daemon.entrypoint._procs import processes_of
@@ -137,7 +138,8 @@ settings = Settings(
     admin_socket=Path(c["admin"]), agent_socket=c["agent_socket"], mcp_port=c["mcp_port"],
     model=ModelUser(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
     mcp_argv=c["mcp_argv"], start_timeout=c["start_timeout"], evaluator_grace=5.0,
-    evaluator_min_timeout=c["evaluator_min_timeout"], evaluator_argv=c["evaluator_argv"],
+    evaluator_timeout=c["evaluator_timeout"], evaluator_argv=c["evaluator_argv"],
+    check_timeout=c["check_timeout"],
 )
 sys.exit(Entrypoint(settings).run())
 """
@@ -272,7 +274,7 @@ def start(layout: Layout) -> Iterator[Start]:
         environ: dict[str, str] | None = None,
         wait: bool = True,
         code: str = LAUNCH,
-        evaluator_min_timeout: float = 300.0,
+        evaluator_timeout: float | None = None,
         evaluator_argv: list[str] | None = None,
         argv: list[str] | None = None,
     ) -> Ran:
@@ -313,7 +315,8 @@ def start(layout: Layout) -> Iterator[Start]:
             ],
             "mcp_argv": mcp_argv or [sys.executable, str(mcp_script), str(layout.mcp_port)],
             "start_timeout": 30.0,
-            "evaluator_min_timeout": evaluator_min_timeout,
+            "evaluator_timeout": evaluator_timeout,
+            "check_timeout": float((environ or {}).get("SSE_CHECK_TIMEOUT", 1800)),
             "evaluator_argv": evaluator_argv or [],
         }
         proc = subprocess.Popen(
@@ -394,9 +397,12 @@ def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_contain
     calls = ran.calls()
     assert calls.index("POST /admin/agent_exited {}") < calls.index("POST /prepare_grading {}")
     # The entrypoint asks for grading to be prepared as the evaluator starts, before
-    # the evaluator's first request; the evaluator asks again (the same answer).
+    # the evaluator's first request; the evaluator asks again (the same answer). The
+    # first GET /capabilities is the entrypoint's own, sizing the evaluator's budget.
     assert calls.count("POST /prepare_grading {}") == 2
-    assert calls.index("POST /prepare_grading {}") < calls.index("GET /capabilities")
+    assert calls.count("GET /capabilities") == 2
+    evaluators_first = max(i for i, call in enumerate(calls) if call == "GET /capabilities")
+    assert calls.index("POST /prepare_grading {}") < evaluators_first
 
 
 def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> None:
@@ -485,20 +491,28 @@ def test_an_agent_command_that_cannot_start_exits_127_and_is_graded(
     assert (layout.results / ".graded").exists()
 
 
-def test_a_short_agent_limit_still_leaves_the_evaluator_five_minutes(
+def test_the_evaluators_budget_holds_every_check_at_its_full_limit_whatever_the_agents(
     start: Start, layout: Layout
 ) -> None:
-    ran = start("true", timeout=1)
+    ran = start("true", timeout=1, environ={"SSE_CHECK_TIMEOUT": "40"})
     assert ran.proc.returncode == 0, ran.stderr
-    assert "evaluator started: pid" in ran.stderr
-    assert ", time limit 300 s" in ran.stderr
+    # The fake task has a build, one PoC and function tests: prepare_grading's
+    # allowance, three checks at 40 s with the daemon's margin each, the reserve.
+    budget = PREPARE_ALLOWANCE + 3 * (40 + CHECK_MARGIN) + GRADE_RESERVE
+    assert f", time limit {budget:g} s" in ran.stderr
+    evaluator_log = _read(layout.results / "evaluator.log")
+    assert f"budget {budget:g} s, each check at most 40 s" in evaluator_log
+    # Each check is sent with its limit: all of it, since the budget holds them all.
+    sent = [json.loads(call.split(" ", 2)[2]) for call in ran.calls() if "/tool/bencher" in call]
+    assert len(sent) == 3
+    assert all(body["timeout"] == 40 and body["grading"] is True for body in sent), sent
     assert ran.result().patch_result.status == "failed"
 
 
 def test_grading_that_outlasts_the_evaluators_limit_is_an_evaluator_timeout(
     start: Start, layout: Layout
 ) -> None:
-    ran = start("true", timeout=2, daemon_mode="slow-grading", evaluator_min_timeout=0)
+    ran = start("true", timeout=2, daemon_mode="slow-grading", evaluator_timeout=2)
     assert ran.proc.returncode == 0, ran.stderr
     assert ran.seconds < 60
     result = ran.result()
@@ -515,7 +529,7 @@ def test_an_evaluator_that_hangs_is_killed_after_its_grace_with_an_error_grade(
     ran = start(
         "true",
         timeout=1,
-        evaluator_min_timeout=0,
+        evaluator_timeout=1,
         evaluator_argv=[sys.executable, "-c", "import time; time.sleep(600)"],
     )
     assert ran.proc.returncode == 0, ran.stderr

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ssebench.daemon._budget import CHECK_MARGIN, GRADE_RESERVE, PREPARE_ALLOWANCE
 from ssebench.daemon._client import Reply
 from ssebench.daemon._client._api import DaemonRefusedError
 from ssebench.daemon._gate import Action
@@ -36,6 +40,7 @@ from ssebench.daemon.evaluator._files import MAX_ARCHIVED_FILE, write_source_arc
 from ssebench.spec import PatchResult, Result, RuntimeResult, read_json
 
 from .conftest import Running
+from .fakes import TAG, tagged, write_script
 
 
 class FakeGrading:
@@ -62,6 +67,8 @@ class FakeGrading:
         self.prepare = prepare
         self.on_call = on_call
         self.calls: list[str] = []
+        self.limits: dict[str, tuple[float | None, float | None]] = {}
+        """Each check's `timeout` as sent, and how long the evaluator would wait for it."""
 
     def capabilities(self) -> CapabilitiesResponse:
         return self.caps
@@ -88,6 +95,7 @@ class FakeGrading:
         assert request.grading, "grading checks must ask for the graded tree"
         name = action if request.poc is None else f"{action}:{request.poc}"
         self.calls.append(name)
+        self.limits[name] = (request.timeout, timeout)
         if self.on_call:
             self.on_call(name)
         code = self.codes.get(name, 0)
@@ -180,11 +188,11 @@ def test_a_refused_prepare_grading_is_an_error_that_names_the_reason() -> None:
 
 def test_running_out_of_time_is_an_evaluator_timeout_with_the_checks_that_ran() -> None:
     now = [0.0]
-    deadline = Deadline(10, clock=lambda: now[0])
+    deadline = Deadline(100, clock=lambda: now[0])
 
     def tick(name: str) -> None:
-        if name == "run_poc:0":
-            now[0] = 11.0
+        if name == "run_poc:0":  # the daemon answered, far past the check's limit
+            now[0] = 101.0
 
     found = grade(FakeGrading(on_call=tick), deadline)
     result = found.patch_result()
@@ -195,13 +203,176 @@ def test_running_out_of_time_is_an_evaluator_timeout_with_the_checks_that_ran() 
     assert result.error_msg is not None and "time limit" in result.error_msg
 
 
-def test_a_check_that_outlasts_the_deadline_is_an_evaluator_timeout() -> None:
+def test_a_daemon_that_does_not_answer_a_check_within_its_limit_is_an_infrastructure_error() -> (
+    None
+):
     def hang(name: str) -> None:
         if name == "function_test":
+            raise TimeoutError("no answer from admin.sock within 220 s")
+
+    found = grade(FakeGrading(on_call=hang), Deadline(10_000, check_timeout=100))
+    result = found.patch_result()
+    assert found.infrastructure_error and not found.timed_out
+    assert result.status == "error"
+    assert result.error_msg == "grading lost the daemon: no answer from admin.sock within 220 s"
+    assert (result.pov_passed, result.pov_total) == (2, 2)
+
+
+def test_a_daemon_that_does_not_say_which_checks_there_are_is_an_infrastructure_error() -> None:
+    class Silent(FakeGrading):
+        def capabilities(self) -> CapabilitiesResponse:
+            raise TimeoutError("no answer from admin.sock within 30 s")
+
+    found = grade(Silent(), Deadline(check_timeout=100))
+    assert found.infrastructure_error and not found.timed_out
+    assert found.error_msg == "grading lost the daemon: no answer from admin.sock within 30 s"
+
+
+def test_a_request_cut_short_by_the_spent_budget_is_an_evaluator_timeout() -> None:
+    now = [0.0]
+    deadline = Deadline(1000, clock=lambda: now[0])
+
+    def hang(name: str) -> None:
+        if name == "function_test":
+            now[0] = 1000 - deadline.reserve  # waited for all the budget may give
             raise TimeoutError("no answer")
 
-    found = grade(FakeGrading(on_call=hang), Deadline(60))
-    assert found.timed_out and found.patch_result().status == "error"
+    found = grade(FakeGrading(on_call=hang), deadline)
+    assert found.timed_out and not found.infrastructure_error
+    result = found.patch_result()
+    assert result.status == "error"
+    assert result.error_msg == (
+        "the evaluator's time limit (1000 s) ran out while waiting for the daemon"
+    )
+
+
+class Hanging(FakeGrading):
+    """Requests that take time on a fake clock: prepare_grading `prepare` seconds;
+    the checks named in `hang` run until the daemon stops them at the limit they
+    were sent with, and the daemon then takes `cleanup` more seconds to answer;
+    the other checks take `quick` seconds."""
+
+    def __init__(
+        self,
+        now: list[float],
+        hang: set[str],
+        *,
+        prepare: float = 0.0,
+        cleanup: float = 0.0,
+        quick: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.now, self.hang = now, hang
+        self.prepare_takes, self.cleanup, self.quick = prepare, cleanup, quick
+
+    def prepare_grading(self, *, timeout: float | None) -> PrepareGradingResponse:
+        self.limits["prepare_grading"] = (None, timeout)
+        self.now[0] += self.prepare_takes
+        return super().prepare_grading(timeout=timeout)
+
+    def bencher(
+        self, action: Action, request: BencherRequest, *, timeout: float | None
+    ) -> BencherResponse:
+        answer = super().bencher(action, request, timeout=timeout)
+        name = self.calls[-1]
+        if name not in self.hang:
+            self.now[0] += self.quick
+            return answer
+        assert request.timeout is not None and timeout is not None
+        assert timeout >= request.timeout + self.cleanup, "the evaluator gave up too early"
+        self.now[0] += request.timeout + self.cleanup
+        return BencherResponse(
+            code=-1,
+            stdout="",
+            stderr=f"ssebench: check stopped after {request.timeout:g} s\n",
+            timed_out=True,
+        )
+
+
+def test_each_check_is_sent_with_its_share_of_what_is_left_of_the_budget() -> None:
+    now = [0.0]
+    # A budget below what the checks could use: reserve 30 s, margin 100 s a check.
+    deadline = Deadline(1000, check_timeout=1800, clock=lambda: now[0])
+    api = Hanging(now, hang=set(), quick=10.0)
+    assert grade(api, deadline).patch_result().status == "passed"
+    assert api.limits["prepare_grading"] == (None, 900)
+    # (1000 - 30) / 5 - 100 for the build; then what the build left, over four.
+    assert api.limits["build"] == (pytest.approx(94), pytest.approx(194))
+    assert api.limits["run_poc:0"] == (
+        pytest.approx((1000 - 10 - 30) / 4 - 100),
+        pytest.approx(140 + 100),
+    )
+    sent = [api.limits[name][0] for name in api.calls[1:]]
+    assert sent == sorted(sent), "a check that ends early leaves more for the rest"
+
+
+def test_a_budget_left_open_holds_every_check_at_its_full_limit() -> None:
+    now = [0.0]
+    deadline = Deadline(check_timeout=50, clock=lambda: now[0])
+    api = Hanging(now, hang=set())
+    assert grade(api, deadline).patch_result().status == "passed"
+    assert deadline.seconds == PREPARE_ALLOWANCE + 5 * (50 + CHECK_MARGIN) + GRADE_RESERVE
+    for name in api.calls[1:]:
+        assert api.limits[name] == (50, 50 + CHECK_MARGIN), name
+
+
+def test_a_poc_that_hangs_fails_with_its_limit_and_the_other_checks_still_run() -> None:
+    now = [0.0]
+    api = Hanging(now, hang={"run_poc:0"})
+    found = grade(api, Deadline(check_timeout=50, clock=lambda: now[0]))
+    result = found.patch_result()
+    assert not found.timed_out and not found.infrastructure_error
+    assert api.calls[1:] == ["build", "run_poc:0", "run_poc:1", "function_test", "intent_test"]
+    assert result.status == "failed"
+    assert (result.pov_passed, result.pov_total) == (1, 2)
+    assert result.func_test_success is True and result.intent_test_success is True
+    assert result.error_msg == "PoC 1 of 2 did not finish within 50 s (run.sh was stopped)"
+    assert "check stopped after 50 s" in (result.error_log or "")
+    assert "(the check was stopped at its time limit)" in (result.error_log or "")
+
+
+def test_a_patch_whose_every_check_hangs_is_failed_not_an_evaluator_timeout() -> None:
+    # The worst the daemon may take: prepare_grading all its allowance, and every check
+    # its whole limit and then the whole margin to answer. The budget still holds it all.
+    now = [0.0]
+    names = {"run_poc:0", "run_poc:1", "function_test", "intent_test"}
+    api = Hanging(now, hang=names, prepare=PREPARE_ALLOWANCE, cleanup=CHECK_MARGIN)
+    found = grade(api, Deadline(check_timeout=50, clock=lambda: now[0]))
+    result = found.patch_result()
+    assert not found.timed_out, result.error_msg
+    assert result.status == "failed"
+    assert (result.pov_passed, result.pov_total) == (0, 2)
+    assert result.func_test_success is False and result.intent_test_success is False
+    assert [api.limits[name][0] for name in sorted(names)] == [pytest.approx(50)] * 4
+    assert found.notes[-1] == (
+        "intent tests failed: the hidden tests with test.sh did not finish within 50 s"
+    )
+
+
+def test_a_build_that_hangs_is_a_failed_build() -> None:
+    now = [0.0]
+    api = Hanging(now, hang={"build"})
+    result = grade(api, Deadline(check_timeout=50, clock=lambda: now[0])).patch_result()
+    assert result.status == "failed"
+    assert result.error_msg == "build failed: build.sh did not finish within 50 s"
+    assert api.calls == ["prepare_grading", "build"]
+
+
+def test_a_budget_the_harness_has_spent_is_an_error_before_a_check_gets_too_little() -> None:
+    now = [0.0]
+    deadline = Deadline(1000, clock=lambda: now[0])
+
+    def slow(name: str) -> None:
+        if name == "build":
+            now[0] = 880.0  # the daemon took its time answering: 90 s left, 4 checks to go
+
+    found = grade(FakeGrading(on_call=slow), deadline)
+    assert found.timed_out
+    assert found.patch_result().status == "error"
+    assert found.error_msg == (
+        "the evaluator's time limit (1000 s) ran out: "
+        "0.0 s left for each of the 4 checks still to run"
+    )
 
 
 def test_evaluate_writes_result_json_with_the_agents_figures(tmp_path: Path) -> None:
@@ -397,6 +568,42 @@ def test_the_reference_fix_passes_every_check_on_the_real_daemon(running: Runnin
         intent_test_success=True,
     )
     assert (running.config.results_dir / "final.patch").read_text().count("+fixed") == 1
+
+
+def test_a_patch_that_makes_a_poc_hang_fails_that_poc_within_the_budget_on_the_real_daemon(
+    start_daemon: Callable[..., Running],
+) -> None:
+    # The daemon would let a check run 300 s; the evaluator's budget is 40 s, so the
+    # hanging PoC must be stopped at its share of it, and every other check still run.
+    running = start_daemon(check_timeout=300.0)
+    write_script(
+        running.config.task_dir / "scripts" / "run.sh",
+        """\
+        #!/bin/bash
+        if grep -q hang built.txt && grep -q POC-ONE "$1"; then echo extracting; sleep 600; fi
+        grep -q fixed built.txt
+        """,
+    )
+    (Path(running.daemon.task.source) / "lib.txt").write_text("fixed, but hang on the first\n")
+    options = replace(_options(running), timeout=40, check_timeout=300)
+    began = time.monotonic()
+    result = evaluate(options, say=lambda _: None)
+    assert time.monotonic() - began < 30
+    patch = result.patch_result
+    assert patch.status == "failed", patch.error_msg
+    assert result.runtime_result.evaluator_timeout is False
+    assert (patch.build_success, patch.pov_passed, patch.pov_total) == (True, 1, 2)
+    assert patch.func_test_success is True and patch.intent_test_success is True
+    stopped = re.fullmatch(
+        r"PoC 1 of 2 did not finish within ([\d.]+) s \(run\.sh was stopped\)",
+        patch.error_msg or "",
+    )
+    assert stopped, patch.error_msg
+    # (40 s - 4 s of reserve) / 4 checks left - 4 s of margin, less what the build took.
+    assert 2 < float(stopped[1]) <= 5
+    assert "extracting" in (patch.error_log or "")
+    assert "the time limit of this request" in (patch.error_log or "")
+    assert tagged(running.privileges.extra_env[TAG]) == []
 
 
 def test_the_command_line_records_an_error_when_no_daemon_answers(tmp_path: Path) -> None:

@@ -1,10 +1,15 @@
-"""`prepare_grading` on the real wire (fake privileges): files written, the diff applied once."""
+"""Grading on the real wire (fake privileges): `prepare_grading` writes its files and
+applies the diff once; a check stops at the time limit its request gives."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from ssebench.spec import PatchResult, Result, RuntimeResult, encode_json
 
 from .conftest import Running
+from .fakes import TAG, tagged, write_script
 
 
 def bash(running: Running, command: str) -> dict[str, object]:
@@ -82,3 +87,52 @@ def test_prepare_grading_ends_the_agent_phase_if_nobody_did(running: Running) ->
     assert refused.status_code == 403
     assert refused.json()["code"] == "agent_phase_over"
     assert "+fixed" in (running.config.results_dir / "final.patch").read_text()
+
+
+HANGING_BUILD = """\
+#!/bin/bash
+echo started
+setsid sleep 300 &
+sleep 300
+"""
+
+
+def test_a_check_is_stopped_at_the_limit_its_request_gives_and_never_past_sse_check_timeout(
+    start_daemon: Callable[..., Running],
+) -> None:
+    running = start_daemon(check_timeout=3.0)
+    write_script(running.config.task_dir / "scripts" / "build.sh", HANGING_BUILD)
+    for client, timeout, stopped in (
+        (running.admin, 1.0, "stopped after 1 s (the time limit of this request)"),
+        (running.agent, 0.5, "stopped after 0.5 s (the time limit of this request)"),
+        # A request can only shorten its check: asking for more gets SSE_CHECK_TIMEOUT.
+        (running.agent, 100.0, "stopped after 3 s (the limit SSE_CHECK_TIMEOUT)"),
+        (running.admin, 100.0, "stopped after 3 s (the limit SSE_CHECK_TIMEOUT)"),
+    ):
+        began = time.monotonic()
+        response = client.post(
+            "/tool/bencher", params={"action": "build"}, json={"timeout": timeout}
+        )
+        took = time.monotonic() - began
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert (body["code"], body["timed_out"], body["stdout"]) == (-1, True, "started\n")
+        assert stopped in body["stderr"]
+        assert min(timeout, 3.0) <= took < min(timeout, 3.0) + 5, took
+        assert tagged(running.privileges.extra_env[TAG]) == [], "the check's processes live on"
+
+
+def test_a_check_limit_that_is_not_a_positive_number_is_a_400(running: Running) -> None:
+    for client in (running.agent, running.admin):
+        for timeout in (0, -1, "soon", [5]):
+            response = client.post(
+                "/tool/bencher", params={"action": "build"}, json={"timeout": timeout}
+            )
+            assert response.status_code == 400, (timeout, response.text)
+            assert response.json()["code"] == "bad_request"
+    # Nothing was run for them: the next check is the first.
+    build = running.admin.post("/tool/bencher", params={"action": "build"}, json={"timeout": 20})
+    assert build.json()["code"] == 0, build.text
+    assert sorted(p.name for p in running.config.results_dir.glob("*build*")) == [
+        "check-0001-build.log"
+    ]

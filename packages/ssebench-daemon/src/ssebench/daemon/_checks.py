@@ -78,13 +78,21 @@ class _Copy:
 class _Check:
     """One check in progress: its directory, deadline, log and collected outputs."""
 
-    def __init__(self, runner: CheckRunner, number: int, log: CheckLog, timeout: float) -> None:
+    def __init__(
+        self,
+        runner: CheckRunner,
+        number: int,
+        log: CheckLog,
+        timeout: float,
+        limit_name: str = "the limit SSE_CHECK_TIMEOUT",
+    ) -> None:
         self.runner = runner
         self.number = number
         self.log = log
         self.root = runner.config.scratch_dir / f"check-{number:04d}"
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
+        self.limit_name = limit_name
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -118,8 +126,7 @@ class _Check:
         if output.timed_out:
             output.code = -1
             output.stderr.write(
-                f"\nssebench: check stopped after {self.timeout:g} s "
-                f"(the limit SSE_CHECK_TIMEOUT)\n".encode()
+                f"\nssebench: check stopped after {self.timeout:g} s ({self.limit_name})\n".encode()
             )
         self.log.command(label, output)
         return output
@@ -143,6 +150,28 @@ class _Check:
         path.chmod(0o640)
         if os.geteuid() == 0:
             os.chown(path, 0, self.runner.privileges.runner.gid)
+
+
+def check_limit(requested: float | None, ceiling: float) -> tuple[float, str]:
+    """A check's time limit and how its answer names it: the request's `timeout` when
+    shorter than `SSE_CHECK_TIMEOUT` (`ceiling`), else `SSE_CHECK_TIMEOUT`.
+
+    A request may only shorten its check, on any listener: the evaluator sends each
+    grading check its share of the grading budget, so that a check that hangs is
+    stopped here, answered and recorded as that check failing, while the evaluator
+    still has time for the rest (DESIGN.md §4: nothing the agent does turns `failed`
+    into `error`).
+
+    Raises:
+        BadRequestError: a `timeout` that is not a positive number of seconds.
+    """
+    if requested is None:
+        return ceiling, "the limit SSE_CHECK_TIMEOUT"
+    if not requested > 0:
+        raise BadRequestError("'timeout' must be a positive number of seconds")
+    if requested < ceiling:
+        return requested, "the time limit of this request"
+    return ceiling, "the limit SSE_CHECK_TIMEOUT"
 
 
 def _daemon_output(argv: Sequence[str], message: str, limit: int) -> RunOutput:
@@ -210,15 +239,16 @@ class CheckRunner:
 
         Raises:
             NotFoundError: the task has no such check.
-            BadRequestError: an unknown PoC.
+            BadRequestError: an unknown PoC, or a `timeout` that is not positive.
             InternalError: the scratch copy could not be made.
         """
         if not task_has(self.task, action):
             raise NotFoundError(f"this task has no {action} check", code="not_found")
         pocs = self._select_pocs(request.poc) if action == "run_poc" else []
+        limit = check_limit(request.timeout, self.config.check_timeout)
         async with self.lock:
             number, log = self.results.next(action)
-            check = _Check(self, number, log, self.config.check_timeout)
+            check = _Check(self, number, log, *limit)
             log.note(f"{action} (grading: {str(request.grading).lower()})")
             keep = False
             try:

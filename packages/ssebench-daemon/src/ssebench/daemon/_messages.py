@@ -145,10 +145,15 @@ class BencherRequest(Message, frozen=True):
 
     `poc`: for `run_poc`, the PoC's path from the task config or its index;
     omitted, every PoC runs. `grading` (admin only): start from `/ssebench-repo`.
+    `timeout`: seconds the check may take, on every listener; the daemon stops
+    it at the shorter of this and `SSE_CHECK_TIMEOUT`, so a request can only
+    shorten its own check (the evaluator sends each grading check its share of
+    the grading budget). Omitted: `SSE_CHECK_TIMEOUT`.
     """
 
     poc: str | int | None = None
     grading: bool = False
+    timeout: float | None = None
 
 
 class BencherResponse(ToolOutput, frozen=True):

@@ -26,6 +26,7 @@ import time
 import traceback
 from typing import Final
 
+from ssebench.daemon._budget import count_checks
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
 from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
 from ssebench.daemon.entrypoint._contract import contract
@@ -218,11 +219,32 @@ class Entrypoint:
 
     # -- grading ------------------------------------------------------------------------
 
-    def _evaluator_argv(self, agent: AgentOutcome) -> list[str]:
+    def _check_count(self) -> int | None:
+        """How many checks grading runs, from the admin socket's `GET /capabilities`
+        (every check the task has); None when the daemon cannot say."""
+        try:
+            reply = UnixHTTPClient(str(self.settings.admin_socket)).get("/capabilities")
+            if not reply.ok:
+                raise ValueError(f"GET /capabilities answered {reply.status}: {reply.error_text()}")
+            caps = json.loads(reply.body)
+            return count_checks(
+                can_build=caps["can_build"] is True,
+                can_run_poc=caps["can_run_poc"] is True,
+                poc_count=int(caps["poc_count"]),
+                has_function_test=caps["has_function_test"] is True,
+                has_intent_test=caps["has_intent_test"] is True,
+            )
+        except (DaemonUnreachableError, OSError, ValueError, TypeError, KeyError) as exc:
+            self.say(f"cannot learn the task's checks from the daemon: {exc}")
+            return None
+
+    def _evaluator_argv(self, agent: AgentOutcome, budget: float) -> list[str]:
         argv = [
             *self.settings.evaluator_command(),
             "--timeout",
-            f"{self.settings.evaluator_timeout:g}",
+            f"{budget:g}",
+            "--check-timeout",
+            f"{self.settings.check_timeout:g}",
             "--agent-duration",
             f"{agent.duration:.3f}",
         ]
@@ -236,12 +258,16 @@ class Entrypoint:
         """Run the evaluator to its end, its time limit (plus a grace) or a stop signal;
         write an `error` grade when it left none (except on a stop: `_stopped` does)."""
         settings = self.settings
+        # Grading begins with prepare_grading; asked first, it runs while the
+        # evaluator starts (see `_ask_to_prepare_grading`).
+        early = self._ask_to_prepare_grading() if prepare_early else None
+        budget = settings.evaluator_budget(self._check_count())
         log = open_log(settings.results_dir, "evaluator.log")
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_fd, False)
         try:
             proc = self.children.spawn(
-                self._evaluator_argv(agent),
+                self._evaluator_argv(agent, budget),
                 env=service_env(settings.environ),
                 cwd="/",
                 stdin=subprocess.DEVNULL,
@@ -254,17 +280,18 @@ class Entrypoint:
             os.close(write_fd)
             os.close(read_fd)
             os.close(log)
+            if early is not None:
+                early.close()
             self.say(f"cannot start the evaluator: {exc}")
             self._write_error(f"cannot start the evaluator: {exc}")
             return
         os.close(write_fd)
-        self.say(f"evaluator started: pid {proc.pid}, time limit {settings.evaluator_timeout:g} s")
+        self.say(f"evaluator started: pid {proc.pid}, time limit {budget:g} s")
         # Reading the grade needs ssebench.spec, which the entrypoint does not load at
         # start-up; loading it now, while the evaluator works, saves that pause after it.
         importlib.import_module("ssebench.spec")
-        early = self._ask_to_prepare_grading() if prepare_early else None
         relay = Relay(read_fd, log, self.err)
-        deadline = time.monotonic() + settings.evaluator_timeout + settings.evaluator_grace
+        deadline = time.monotonic() + budget + settings.evaluator_grace
         killed = False
         while True:
             self.children.reap()
@@ -290,7 +317,7 @@ class Entrypoint:
             self.say("the evaluator did not finish within its time limit: killed")
             if not self._has_grade():
                 self._write_error(
-                    f"the evaluator did not finish within {settings.evaluator_timeout:g} s "
+                    f"the evaluator did not finish within {budget:g} s "
                     f"(+{settings.evaluator_grace:g} s): killed",
                     log_tail(settings.results_dir, "evaluator.log"),
                     evaluator_timeout=True,

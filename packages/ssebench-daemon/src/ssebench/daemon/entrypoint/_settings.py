@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from ssebench.daemon._budget import grading_budget
 from ssebench.daemon.entrypoint._contract import contract
 
 DEFAULT_TIMEOUT: Final = 3600.0
@@ -17,10 +18,6 @@ DEFAULT_TIMEOUT: Final = 3600.0
 
 START_TIMEOUT: Final = 120.0
 """Seconds the daemon and the MCP server may take to come up."""
-
-EVALUATOR_MIN_TIMEOUT: Final = 300.0
-"""The evaluator's time limit is TIMEOUT, but never less than this: a short agent limit
-(a quick trial, a test) must not leave too little time to grade."""
 
 EVALUATOR_GRACE: Final = 60.0
 """Seconds the evaluator gets beyond its own limit before the entrypoint kills it."""
@@ -83,16 +80,36 @@ class Settings:
     daemon_argv: Sequence[str] = ()
     mcp_argv: Sequence[str] = ()
     evaluator_argv: Sequence[str] = ()
+    check_timeout: float = float(contract.DEFAULT_CHECK_TIMEOUT)
     start_timeout: float = START_TIMEOUT
-    evaluator_min_timeout: float = EVALUATOR_MIN_TIMEOUT
+    evaluator_timeout: float | None = None
+    """A fixed time limit for the evaluator (tests); None: `evaluator_budget` sizes it."""
     evaluator_grace: float = EVALUATOR_GRACE
     service_stop_wait: float = SERVICE_STOP_WAIT
     stop_grace: float = float(contract.STOP_GRACE)
 
-    @property
-    def evaluator_timeout(self) -> float:
-        """The evaluator's own time limit: TIMEOUT, at least `evaluator_min_timeout`."""
-        return max(self.timeout, self.evaluator_min_timeout)
+    def evaluator_budget(self, checks: int | None) -> float:
+        """The evaluator's own time limit: enough for each of the task's `checks` checks
+        at its full limit, `SSE_CHECK_TIMEOUT` (`grading_budget` says what else it holds).
+
+        Why not `TIMEOUT`, as before: the agent's limit says nothing about how long the
+        project's checks take, and a budget below the sum of the checks' limits let a
+        patch whose PoC hangs spend it, which graded the run `error` instead of
+        `failed` (DESIGN.md §4: nothing the agent does turns `failed` into `error`).
+        The evaluator hands each check its share of this budget and the daemon stops
+        the check there, so the budget is only spent by the harness itself.
+
+        Args:
+            checks: how many checks grading runs; None when the daemon could not say
+                (it is then most likely gone, and grading records that): the budget of
+                a task with no check, enough to find out and write the grade.
+
+        Returns:
+            Seconds.
+        """
+        if self.evaluator_timeout is not None:
+            return self.evaluator_timeout
+        return grading_budget(checks or 0, self.check_timeout)
 
     def daemon_command(self) -> list[str]:
         """How the daemon is started.
@@ -129,22 +146,24 @@ class Settings:
         ]
 
 
-def parse_timeout(value: str | None) -> float:
-    """`TIMEOUT`: the agent's time limit in seconds; unset means an hour.
+def parse_timeout(
+    value: str | None, name: str = contract.ENV_TIMEOUT, default: float = DEFAULT_TIMEOUT
+) -> float:
+    """A time limit from the environment: `TIMEOUT` (the agent's; unset means an hour)
+    or, with `name` and `default`, another such as `SSE_CHECK_TIMEOUT`.
 
     Raises:
         SettingsError: not a positive number.
     """
     if value is None or value == "":
-        return DEFAULT_TIMEOUT
+        return default
     try:
         seconds = float(value)
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and seconds > 0):
         raise SettingsError(
-            f"{contract.ENV_TIMEOUT}={value!r} is not a time limit: "
-            "use a positive number of seconds"
+            f"{name}={value!r} is not a time limit: use a positive number of seconds"
         )
     return seconds
 
@@ -174,7 +193,8 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         The settings.
 
     Raises:
-        SettingsError: no agent command, a bad `TIMEOUT`, or `model` is root.
+        SettingsError: no agent command, a bad `TIMEOUT` or `SSE_CHECK_TIMEOUT`, or
+            `model` is root.
     """
     if not argv:
         raise SettingsError("no agent command: give it as the image's CMD or on the command line")
@@ -185,6 +205,11 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
     return Settings(
         agent_command=list(argv),
         timeout=parse_timeout(environ.get(contract.ENV_TIMEOUT)),
+        check_timeout=parse_timeout(
+            environ.get(contract.ENV_CHECK_TIMEOUT),
+            contract.ENV_CHECK_TIMEOUT,
+            float(contract.DEFAULT_CHECK_TIMEOUT),
+        ),
         keep_alive=environ.get(contract.ENV_KEEP_ALIVE, "").strip() in ("1", "true", "yes"),
         results_dir=Path(environ.get(contract.ENV_RESULTS) or contract.RESULTS_DIR),
         archive_dir=Path(environ.get(contract.ENV_ARCHIVE) or contract.ARCHIVE_DIR),

@@ -11,15 +11,11 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 from ssebench.daemon._client._api import DaemonApi
 from ssebench.daemon.evaluator._files import write_result, write_source_archive
 from ssebench.daemon.evaluator._grading import Deadline, GradingApi, Say, grade, tail
 from ssebench.spec import PatchResult, Result, RuntimeResult, contract
-
-DEFAULT_TIMEOUT: Final = 3600.0
-"""The evaluator's time limit when neither `--timeout` nor `TIMEOUT` gives one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +24,10 @@ class EvaluatorOptions:
 
     admin_socket: Path = Path(contract.ADMIN_SOCKET)
     results_dir: Path = Path(contract.RESULTS_DIR)
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float | None = None
+    """The grading budget in seconds; None: sized from the task's checks (`grading_budget`)."""
+    check_timeout: float = float(contract.DEFAULT_CHECK_TIMEOUT)
+    """One check's limit at most (`SSE_CHECK_TIMEOUT`)."""
     agent_duration: float | None = None
     agent_exit_code: int | None = None
     agent_timeout: bool = False
@@ -50,7 +49,7 @@ def evaluate(
     """Grade the agent's final diff and write `result.json` and `source.tar.gz`.
 
     Args:
-        options: sockets, paths, time limit and the agent's run.
+        options: sockets, paths, time limits and the agent's run.
         api: the daemon's admin routes (default: the admin socket of `options`).
         say: where progress lines go.
 
@@ -60,7 +59,7 @@ def evaluate(
     Raises:
         OSError: `result.json` cannot be written.
     """
-    deadline = Deadline(options.timeout)
+    deadline = Deadline(options.timeout, check_timeout=options.check_timeout)
     daemon = api or DaemonApi(str(options.admin_socket))
     # The archive is written while the checks run (they work on copies of the
     # tree, which stops changing once grading is prepared), but never holds up
@@ -143,20 +142,30 @@ def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> EvaluatorO
     parser.add_argument(
         "--timeout",
         type=float,
-        default=_seconds(environ.get(contract.ENV_TIMEOUT)) or DEFAULT_TIMEOUT,
-        help="the evaluator's time limit in seconds (default: TIMEOUT)",
+        default=None,
+        help="the evaluator's time limit in seconds (default: enough for every check "
+        "of the task at its full limit)",
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=float,
+        default=_seconds(environ.get(contract.ENV_CHECK_TIMEOUT))
+        or float(contract.DEFAULT_CHECK_TIMEOUT),
+        help=f"one check's time limit at most (default: {contract.ENV_CHECK_TIMEOUT})",
     )
     parser.add_argument("--agent-duration", type=float)
     parser.add_argument("--agent-exit-code", type=int)
     parser.add_argument("--agent-timeout", action="store_true")
     parser.add_argument("--no-source-archive", action="store_true")
     args = parser.parse_args(list(argv))
-    if not (math.isfinite(args.timeout) and args.timeout > 0):
-        parser.error("--timeout must be a positive number of seconds")
+    for name, value in (("--timeout", args.timeout), ("--check-timeout", args.check_timeout)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"{name} must be a positive number of seconds")
     return EvaluatorOptions(
         admin_socket=args.admin_socket,
         results_dir=args.results,
         timeout=args.timeout,
+        check_timeout=args.check_timeout,
         agent_duration=args.agent_duration,
         agent_exit_code=args.agent_exit_code,
         agent_timeout=args.agent_timeout,
