@@ -18,15 +18,16 @@ def docker_client() -> docker.DockerClient:
     """A client of the engine the environment names (DOCKER_HOST, else the local socket).
 
     Raises:
-        PlatformUnavailableError: no engine answers (a BackendError).
+        PlatformUnavailableError: no engine answers (a BackendError); the message says how
+            to start one.
     """
     try:
-        with engine_errors("asking the Docker engine"):
+        with engine_errors("reaching the Docker engine"):
             client = docker.from_env()
             client.ping()
     except SSEBenchError as exc:
         # Whatever the SDK said (no socket, a bad DOCKER_HOST), the cure is the same.
-        raise PlatformUnavailableError(f"no Docker engine answers ({exc}); {SETUP_HINT}") from exc
+        raise PlatformUnavailableError(f"{exc}; {SETUP_HINT}") from exc
     return client
 
 
