@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,11 @@ def test_results_reach_the_run_directory_only_through_collect_results(
     seen: list[bytes] = []
 
     def look(handle: RunHandle, timeout: float | None) -> None:
+        # Once the container has written its result and exited, the run directory
+        # still holds the runner's empty placeholder.
+        deadline = time.monotonic() + 10
+        while fake.list_runs()[0].state != "exited" and time.monotonic() < deadline:
+            time.sleep(0.01)
         (spec,) = fake.calls_to("start")[0]
         seen.append((Path(spec.results.source) / "result.json").read_bytes())
 
