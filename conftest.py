@@ -53,14 +53,16 @@ def base_image(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture(scope="session")
 def probe_image(docker_client: docker.DockerClient, base_image: str) -> str:
-    """The backend conformance suite's probe image (tests/backends/probe/), built once per session.
+    """The conformance suite's probe image (from ssebench-conformance), built once per session.
 
     A small image FROM the base image whose PROBE_MODE says how a run behaves:
     talk, sleep, keep, serve or connect.
     """
+    from ssebench.conformance import probe_context
+
     tag = "ssebench-test/probe:conformance"
     docker_client.images.build(
-        path=str(Path(__file__).resolve().parent / "tests" / "backends" / "probe"),
+        path=str(probe_context()),
         tag=tag,
         buildargs={"SSEBENCH_BASE_IMAGE": base_image},
         rm=True,

@@ -130,7 +130,8 @@ def test_a_failing_step_is_named_with_its_layer_and_the_end_of_its_output() -> N
 def test_a_build_the_engine_refuses_names_the_layer() -> None:
     refused = docker.errors.APIError("400", explanation="Cannot locate specified Dockerfile: X")
     with pytest.raises(
-        ImageUnavailableError, match=r"^case layer .* before its first step: Cannot"
+        ImageUnavailableError,
+        match=r"^case layer .* before its first step: sending the build failed: Cannot locate",
     ):
         build(refused)
 

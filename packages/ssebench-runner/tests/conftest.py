@@ -11,13 +11,14 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runner import _commands_run
 from ssebench.runner._plan import RunOptions, RunPlan, plan_run
 from ssebench.runner._run_dir import RESULTS_ROOT
 from ssebench.runner.cli import app
 from ssebench.spec import Backend
 
-from .fakes import FakeBackend
+from .fakes import fake_backend
 
 TASK_ID = "demo-task"
 
@@ -88,7 +89,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def fake(home: Path, use_backend: Callable[[Backend[Any]], None]) -> FakeBackend:
     """A well-behaved fake backend, selected by `--backend fake`."""
-    backend = FakeBackend()
+    backend = fake_backend()
     use_backend(backend)
     return backend
 

@@ -13,12 +13,13 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runner._commands_run import run_app
 from ssebench.runner._options import new_run_id, validate_run_id
 from ssebench.spec import Summary, decode_json
 
 from .conftest import TASK_ID, run_args, run_dir, write_task
-from .fakes import FAILED_RESULT, FakeBackend
+from .fakes import FAILED_RESULT, fake_backend
 
 Cli = Callable[..., Result]
 UseBackend = Callable[..., None]
@@ -84,7 +85,7 @@ def test_the_cli_prints_the_grade_and_the_run_directory(fake: FakeBackend, cli: 
 
 
 def test_an_error_is_shown_with_its_reason(home: Path, use_backend: UseBackend, cli: Cli) -> None:
-    use_backend(FakeBackend(fail_start=True))
+    use_backend(fake_backend(fail_start=True))
 
     outcome = cli(*run_args())
 
@@ -100,7 +101,7 @@ def test_json_prints_the_summary_alone_on_stdout(
         print("the container's python says hello")
         os.write(1, b"the container's process says hello\n")
 
-    fake.on_start = chatty_container
+    fake.hooks["start"] = chatty_container
 
     outcome = cli(*run_args("--json"))
 
@@ -117,7 +118,7 @@ def test_json_prints_the_summary_alone_on_stdout(
 def test_require_pass_exits_1_unless_the_run_passed(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    use_backend(FakeBackend(result=json.dumps(FAILED_RESULT).encode()))
+    use_backend(fake_backend(result=json.dumps(FAILED_RESULT).encode()))
 
     failed = cli(*run_args("--require-pass", run_id="failed"))
     without = cli(*run_args(run_id="without"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,14 @@ from typing import Any
 import pytest
 from click.testing import Result
 
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runner._lifecycle import Runner
 from ssebench.runner._plan import RunPlan
 from ssebench.runner._signals import SecondSignal
-from ssebench.spec import Backend, BackendError, RunTimeoutError, contract
+from ssebench.spec import Backend, BackendError, RunHandle, RunSpec, RunTimeoutError, contract
 
 from .conftest import run_args, run_dir
-from .fakes import FakeBackend, send_signal_when
+from .fakes import fake_backend, send_signal_when
 
 Cli = Callable[..., Result]
 UseBackend = Callable[[Backend[Any]], None]
@@ -31,7 +33,7 @@ def test_a_run_calls_the_backend_in_order(fake: FakeBackend, cli: Cli) -> None:
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert fake.calls == [
+    assert fake.methods == [
         "prepare_images",
         "copy_from_image",
         "start",
@@ -44,9 +46,17 @@ def test_a_run_calls_the_backend_in_order(fake: FakeBackend, cli: Cli) -> None:
 def test_the_run_directory_has_its_skeleton_and_run_json_before_start(
     fake: FakeBackend, cli: Cli
 ) -> None:
+    seen: dict[str, Any] = {}
+
+    def look(spec: RunSpec) -> None:
+        folder = Path(spec.results.source)
+        seen["files"] = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+        seen["result"] = (folder / "result.json").read_bytes()
+
+    fake.hooks["start"] = look
     cli(*run_args())
 
-    assert fake.seen_at_start == {
+    assert seen == {
         "files": ["archive", "result.json", "run.json"],
         "result": b"",
     }
@@ -55,10 +65,22 @@ def test_the_run_directory_has_its_skeleton_and_run_json_before_start(
 def test_results_reach_the_run_directory_only_through_collect_results(
     fake: FakeBackend, cli: Cli
 ) -> None:
+    seen: list[bytes] = []
+
+    def look(handle: RunHandle, timeout: float | None) -> None:
+        # Once the container has written its result and exited, the run directory
+        # still holds the runner's empty placeholder.
+        deadline = time.monotonic() + 10
+        while fake.list_runs()[0].state != "exited" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (spec,) = fake.calls_to("start")[0]
+        seen.append((Path(spec.results.source) / "result.json").read_bytes())
+
+    fake.hooks["wait"] = look
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert fake.seen_at_wait == {"result": b""}
+    assert seen == [b""]
     folder = run_dir()
     result = read(folder / "result.json")
     assert result["patch_result"]["status"] == "passed"
@@ -71,13 +93,13 @@ def test_results_reach_the_run_directory_only_through_collect_results(
 def test_a_failed_start_still_writes_the_summary(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(fail_start=True)
+    backend = fake_backend(fail_start=True)
     use_backend(backend)
 
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert backend.calls == ["prepare_images", "copy_from_image", "start"]
+    assert backend.methods == ["prepare_images", "copy_from_image", "start"]
     summary = read(run_dir() / "summary.json")
     assert summary["patch_result"]["status"] == "error"
     assert summary["patch_result"]["error_msg"] == (
@@ -91,7 +113,7 @@ def test_a_failed_start_still_writes_the_summary(
 def test_an_empty_result_is_recorded_as_an_error_with_the_exit_status(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    use_backend(FakeBackend(result=b"", exit_status=137))
+    use_backend(fake_backend(result=b"", exit_status=137))
 
     cli(*run_args())
 
@@ -105,7 +127,7 @@ def test_an_empty_result_is_recorded_as_an_error_with_the_exit_status(
 def test_a_missing_result_is_recorded_as_an_error(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    use_backend(FakeBackend(remove_result=True, exit_status=1))
+    use_backend(fake_backend(remove_result=True, exit_status=1))
 
     cli(*run_args())
 
@@ -119,7 +141,7 @@ def test_a_missing_result_is_recorded_as_an_error(
 def test_an_unreadable_result_is_recorded_as_an_error_and_kept_aside(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    use_backend(FakeBackend(result=b'{"patch_result": {"status": "great"}}'))
+    use_backend(fake_backend(result=b'{"patch_result": {"status": "great"}}'))
 
     cli(*run_args())
 
@@ -136,12 +158,12 @@ def test_an_unreadable_result_is_recorded_as_an_error_and_kept_aside(
 def test_a_run_that_cannot_be_watched_is_stopped_collected_and_cleaned_up(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(wait_error=BackendError("lost the container"), result=b"")
+    backend = fake_backend(wait_error=BackendError("lost the container"), result=b"")
     use_backend(backend)
 
     cli(*run_args())
 
-    assert backend.calls == [
+    assert backend.methods == [
         "prepare_images",
         "copy_from_image",
         "start",
@@ -158,7 +180,7 @@ def test_a_run_that_cannot_be_watched_is_stopped_collected_and_cleaned_up(
 def test_a_run_that_times_out_is_recorded_as_such(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    use_backend(FakeBackend(wait_error=RunTimeoutError("past the deadline"), result=b""))
+    use_backend(fake_backend(wait_error=RunTimeoutError("past the deadline"), result=b""))
 
     cli(*run_args())
 
@@ -170,12 +192,12 @@ def test_a_run_that_times_out_is_recorded_as_such(
 def test_results_that_cannot_be_collected_are_recorded_and_cleaned_up(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(collect_error=BackendError("the volume is gone"), exit_status=0)
+    backend = fake_backend(collect_error=BackendError("the volume is gone"), exit_status=0)
     use_backend(backend)
 
     cli(*run_args())
 
-    assert backend.calls[-2:] == ["collect_results", "cleanup"]
+    assert backend.methods[-2:] == ["collect_results", "cleanup"]
     assert read(run_dir() / "summary.json")["patch_result"]["error_msg"] == (
         "the results could not be collected: the volume is gone; "
         "the run left an empty result.json (container exit status 0)"
@@ -183,26 +205,26 @@ def test_results_that_cannot_be_collected_are_recorded_and_cleaned_up(
 
 
 def test_cleanup_runs_when_wait_is_interrupted(make_plan: Callable[..., RunPlan]) -> None:
-    backend = FakeBackend(wait_error=KeyboardInterrupt())
+    backend = fake_backend(wait_error=KeyboardInterrupt())
 
     with pytest.raises(KeyboardInterrupt):
         Runner(backend).run(make_plan())
 
-    assert backend.calls[-2:] == ["wait", "cleanup"]
+    assert backend.methods[-2:] == ["wait", "cleanup"]
 
 
 def test_a_signal_during_wait_stops_the_run_once_and_records_it(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(block_until_stopped=True, result=b"")
+    backend = fake_backend(block_until_stopped=True, result=b"")
     use_backend(backend)
-    send_signal_when(backend.waiting, signal.SIGTERM)
+    send_signal_when(backend.entered("wait"), signal.SIGTERM)
 
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert backend.stop_calls == 1
-    assert backend.calls[-3:] == ["stop", "collect_results", "cleanup"]
+    assert backend.methods.count("stop") == 1
+    assert backend.methods[-3:] == ["stop", "collect_results", "cleanup"]
     summary = read(run_dir() / "summary.json")
     assert summary["patch_result"]["error_msg"] == (
         "stopped by SIGTERM; the run left an empty result.json (container exit status 143)"
@@ -213,9 +235,9 @@ def test_a_signal_during_wait_stops_the_run_once_and_records_it(
 def test_a_stopped_run_keeps_the_grade_its_container_wrote(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(block_until_stopped=True)
+    backend = fake_backend(block_until_stopped=True)
     use_backend(backend)
-    send_signal_when(backend.waiting, signal.SIGINT)
+    send_signal_when(backend.entered("wait"), signal.SIGINT)
 
     cli(*run_args())
 
@@ -223,18 +245,20 @@ def test_a_stopped_run_keeps_the_grade_its_container_wrote(
 
 
 def test_a_second_signal_ends_the_cli(home: Path, use_backend: UseBackend, cli: Cli) -> None:
-    backend = FakeBackend(block_until_stopped=True, ignore_stop=True, result=b"")
+    backend = fake_backend(block_until_stopped=True, ignore_stop=True, result=b"")
     use_backend(backend)
-    send_signal_when(backend.waiting, signal.SIGINT, then=backend.stop_called, second=signal.SIGINT)
+    send_signal_when(
+        backend.entered("wait"), signal.SIGINT, then=backend.entered("stop"), second=signal.SIGINT
+    )
     # What the test process inherited: a run in the background starts with SIGINT ignored.
     inherited = signal.getsignal(signal.SIGINT)
 
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 130
-    assert backend.stop_calls == 1
-    assert backend.calls[-3:] == ["wait", "stop", "cleanup"]
-    assert "collect_results" not in backend.calls
+    assert backend.methods.count("stop") == 1
+    assert backend.methods[-3:] == ["wait", "stop", "cleanup"]
+    assert "collect_results" not in backend.methods
     assert outcome.stderr.strip().splitlines()[-1].startswith("ssebench: ended by a second SIGINT")
     summary = read(run_dir() / "summary.json")
     assert summary["patch_result"]["error_msg"] == (
@@ -247,16 +271,16 @@ def test_a_second_signal_ends_the_cli(home: Path, use_backend: UseBackend, cli: 
 def test_a_signal_while_the_run_starts_stops_it_once_it_exists(
     make_plan: Callable[..., RunPlan],
 ) -> None:
-    backend = FakeBackend(block_until_stopped=True, result=b"")
+    backend = fake_backend(block_until_stopped=True, result=b"")
 
     def interrupted(_: object) -> None:
         signal.raise_signal(signal.SIGTERM)
 
-    backend.on_start = interrupted
+    backend.hooks["start"] = interrupted
 
     summary = Runner(backend).run(make_plan())
 
-    assert backend.stop_calls == 1
+    assert backend.methods.count("stop") == 1
     assert summary.patch_result.error_msg is not None
     assert summary.patch_result.error_msg.startswith("stopped by SIGTERM")
 
@@ -266,7 +290,7 @@ def test_the_signal_handlers_are_restored_after_the_run(
 ) -> None:
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
-    Runner(FakeBackend()).run(make_plan())
+    Runner(fake_backend()).run(make_plan())
 
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
@@ -274,9 +298,9 @@ def test_the_signal_handlers_are_restored_after_the_run(
 def test_a_second_signal_reaches_the_caller_of_the_runner(
     make_plan: Callable[..., RunPlan],
 ) -> None:
-    backend = FakeBackend(block_until_stopped=True, ignore_stop=True)
+    backend = fake_backend(block_until_stopped=True, ignore_stop=True)
     send_signal_when(
-        backend.waiting, signal.SIGTERM, then=backend.stop_called, second=signal.SIGTERM
+        backend.entered("wait"), signal.SIGTERM, then=backend.entered("stop"), second=signal.SIGTERM
     )
 
     with pytest.raises(SecondSignal) as raised:
@@ -289,7 +313,7 @@ def test_a_kept_run_is_recorded_and_the_cli_returns(fake: FakeBackend, cli: Cli)
     outcome = cli(*run_args("--keep-container"))
 
     assert outcome.exit_code == 0, outcome.stderr
-    spec = fake.specs[0]
+    spec = fake.calls_to("start")[0][0]
     assert spec.keep is True
     assert spec.env[contract.ENV_KEEP_ALIVE] == "1"
     assert read(run_dir() / "summary.json")["config"]["keep"] is True
@@ -299,7 +323,7 @@ def test_a_kept_run_is_recorded_and_the_cli_returns(fake: FakeBackend, cli: Cli)
 def test_a_failed_reference_copy_leaves_nothing_behind(
     home: Path, use_backend: UseBackend, cli: Cli
 ) -> None:
-    backend = FakeBackend(fail_copy=True)
+    backend = fake_backend(fail_copy=True)
     use_backend(backend)
 
     outcome = cli(*run_args())
@@ -311,5 +335,5 @@ def test_a_failed_reference_copy_leaves_nothing_behind(
         "fake/agent-dummy/demo-task:1\n"
     )
     assert not Path("results").exists()
-    assert "start" not in backend.calls
-    assert not backend.copies[0][2].parent.exists()
+    assert "start" not in backend.methods
+    assert not backend.calls_to("copy_from_image")[0][2].parent.exists()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runner import _plan
 from ssebench.runner._lifecycle import Runner
 from ssebench.runner._plan import RunPlan
@@ -27,7 +28,7 @@ from ssebench.spec import (
 )
 
 from .conftest import START, TASK_ID, run_args, run_dir
-from .fakes import REFERENCE_PATCH, FakeBackend
+from .fakes import REFERENCE_PATCH, fake_backend
 
 Cli = Callable[..., Result]
 
@@ -63,7 +64,7 @@ def test_the_summary_records_the_task_config_grade_and_start(fake: FakeBackend, 
 
 
 def test_started_at_is_when_the_run_started_in_utc(make_plan: Callable[..., RunPlan]) -> None:
-    summary = Runner(FakeBackend(), clock=lambda: START).run(make_plan())
+    summary = Runner(fake_backend(), clock=lambda: START).run(make_plan())
 
     assert summary.started_at == "2025-01-02T03:04:05+00:00"
 
@@ -110,7 +111,7 @@ def test_run_json_holds_the_spec_with_the_environments_names_only(
 def test_the_container_gets_the_contracts_environment(fake: FakeBackend, cli: Cli) -> None:
     cli(*run_args("--difficulty", "0", "--timeout", "99"))
 
-    assert fake.specs[0].env == {
+    assert fake.calls_to("start")[0][0].env == {
         "SSE_API_KEY": "",
         "SSE_BASE_URL": "",
         "SSE_MODEL_NAME": "none",
@@ -128,8 +129,8 @@ def test_the_reference_patch_is_mounted_for_the_reference_agent_only(
     cli(*run_args(agent="reference"))
     cli(*run_args(agent="dummy"))
 
-    reference, dummy = fake.specs
-    private = fake.copies[0][2]
+    (reference,), (dummy,) = fake.calls_to("start")
+    private = fake.calls_to("copy_from_image")[0][2]
     assert reference.artifacts == [
         Mount(target="/reference/patch.diff", source=str(private), read_only=True)
     ]
@@ -145,7 +146,7 @@ def test_every_run_directory_gets_the_reference_patch(fake: FakeBackend, cli: Cl
 
     for agent in ("reference", "dummy"):
         assert (run_dir(agent=agent) / "reference.patch").read_bytes() == REFERENCE_PATCH
-    assert [(image, path) for image, path, _, _ in fake.copies] == [
+    assert [(image, path) for image, path, _, _ in fake.calls_to("copy_from_image")] == [
         ("fake/agent-reference/demo-task:1", "/ssebench/diffs/patch.diff"),
         ("fake/agent-dummy/demo-task:1", "/ssebench/diffs/patch.diff"),
     ]
@@ -154,10 +155,14 @@ def test_every_run_directory_gets_the_reference_patch(fake: FakeBackend, cli: Cl
 def test_the_private_patch_lives_outside_the_run_directory_and_is_removed(
     fake: FakeBackend, cli: Cli
 ) -> None:
+    modes: list[int] = []
+    fake.hooks["copy_from_image"] = lambda image, path, dest, platform: modes.append(
+        stat.S_IMODE(dest.parent.stat().st_mode)
+    )
     cli(*run_args(agent="reference"))
 
-    private = fake.copies[0][2]
-    assert fake.private_mode == 0o700
+    private = fake.calls_to("copy_from_image")[0][2]
+    assert modes == [0o700]
     assert not private.is_relative_to(Path.cwd())
     assert not private.exists()
     assert not private.parent.exists()
@@ -167,10 +172,9 @@ def test_the_reference_patch_is_readable_in_the_container(
     make_plan: Callable[..., RunPlan],
 ) -> None:
     modes: list[int] = []
-    backend = FakeBackend(
-        on_start=lambda spec: modes.append(
-            stat.S_IMODE(Path(spec.artifacts[0].source).stat().st_mode)
-        )
+    backend = fake_backend()
+    backend.hooks["start"] = lambda spec: modes.append(
+        stat.S_IMODE(Path(spec.artifacts[0].source).stat().st_mode)
     )
 
     Runner(backend).run(make_plan(agent="reference"))
@@ -191,11 +195,11 @@ def everything_written(folder: Path) -> str:
 @pytest.mark.parametrize(
     "backend",
     [
-        pytest.param(FakeBackend(), id="passed"),
-        pytest.param(FakeBackend(fail_start=True), id="failed start"),
-        pytest.param(FakeBackend(result=b"not json"), id="unreadable result"),
+        pytest.param(fake_backend(), id="passed"),
+        pytest.param(fake_backend(fail_start=True), id="failed start"),
+        pytest.param(fake_backend(result=b"not json"), id="unreadable result"),
         pytest.param(
-            FakeBackend(wait_error=BackendError("lost"), collect_error=BackendError("gone")),
+            fake_backend(wait_error=BackendError("lost"), collect_error=BackendError("gone")),
             id="wait and collect fail",
         ),
     ],
@@ -211,7 +215,7 @@ def test_a_planted_secret_never_surfaces(
 
     summary = Runner(backend).run(plan)
 
-    assert backend.specs[0].env[contract.ENV_API_KEY] == SECRET
+    assert backend.calls_to("start")[0][0].env[contract.ENV_API_KEY] == SECRET
     captured = capsys.readouterr()
     shown = [
         everything_written(Path("results")),
@@ -219,7 +223,7 @@ def test_a_planted_secret_never_surfaces(
         captured.out,
         captured.err,
         repr(plan),
-        repr(backend.specs[0]),
+        repr(backend.calls_to("start")[0][0]),
         repr(summary),
     ]
     for text in shown:
@@ -241,7 +245,7 @@ def test_a_planted_secret_never_reaches_the_cli_output(
         outcome = cli(*run_args(*extra, run_id=f"run{len(extra)}"))
         assert outcome.exit_code == 0, outcome.stderr
         assert SECRET not in outcome.stdout + outcome.stderr
-    assert all(spec.env[contract.ENV_API_KEY] == SECRET for spec in fake.specs)
+    assert all(spec.env[contract.ENV_API_KEY] == SECRET for (spec,) in fake.calls_to("start"))
     assert SECRET not in everything_written(Path("results"))
 
 
@@ -274,7 +278,7 @@ def test_latest_points_at_the_newest_run(fake: FakeBackend, cli: Cli) -> None:
 def test_latest_is_made_even_when_the_run_fails_to_start(
     home: Path, use_backend: Callable[..., None], cli: Cli
 ) -> None:
-    use_backend(FakeBackend(fail_start=True))
+    use_backend(fake_backend(fail_start=True))
 
     cli(*run_args())
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from ssebench.conformance.fake import FakeBackend
+
 from .conftest import TASK_ID, run_args, run_dir, write_task
-from .fakes import FakeBackend
 
 Cli = Callable[..., Result]
 
@@ -21,7 +22,7 @@ def refused(outcome: Result, fake: FakeBackend) -> str:
     lines = outcome.stderr.splitlines()
     assert len(lines) == 1, outcome.stderr
     assert lines[0].startswith("ssebench: ")
-    assert fake.calls == []
+    assert fake.methods == []
     assert not Path("results").exists()
     return lines[0].removeprefix("ssebench: ")
 
@@ -133,7 +134,7 @@ def test_the_backend_comes_from_the_environment(
     outcome = cli(*args)
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert fake.calls[0] == "prepare_images"
+    assert fake.methods[0] == "prepare_images"
 
 
 def test_an_existing_run_directory_is_refused(fake: FakeBackend, cli: Cli) -> None:
@@ -147,7 +148,7 @@ def test_an_existing_run_directory_is_refused(fake: FakeBackend, cli: Cli) -> No
         f"ssebench: run directory {run_dir()} already exists: choose another --run-id "
         "or leave it out for a fresh one\n"
     )
-    assert fake.calls == []
+    assert fake.methods == []
     assert [p.name for p in run_dir().iterdir()] == ["keep-me"]
 
 

@@ -14,11 +14,10 @@ import docker
 import pytest
 from typer.testing import CliRunner
 
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runs import _select
 from ssebench.runs.cli import app
 from ssebench.spec import Backend, Mount, RunHandle, RunSpec, contract, labels
-
-from .fakes import ListingBackend
 
 """The conformance suite's probe image (probe.sh tells its modes)."""
 
@@ -53,10 +52,10 @@ def invoke() -> Invoke:
 
 
 @pytest.fixture
-def use_backend(monkeypatch: pytest.MonkeyPatch) -> Callable[[ListingBackend], ListingBackend]:
+def use_backend(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeBackend], FakeBackend]:
     """Make every command use the given fake, whatever --backend says."""
 
-    def use(backend: ListingBackend) -> ListingBackend:
+    def use(backend: FakeBackend) -> FakeBackend:
         monkeypatch.setattr(_select, "get_backend", lambda name: backend)
         return backend
 

@@ -1,24 +1,14 @@
-"""A Backend that holds a list of runs and records what is asked of it."""
+"""The `ssebench runs` tests drive the shared fake backend (ssebench.conformance.fake)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
-from ssebench.spec import (
-    Backend,
-    BackendError,
-    ImageRequest,
-    Images,
-    RunHandle,
-    RunInfo,
-    RunSpec,
-    RunState,
-    labels,
-)
+from ssebench.conformance.fake import SKIP, FakeBackend
+from ssebench.spec import RunHandle, RunInfo, RunState, labels
 
 SECRET = "sk-fake-never-shown-0123456789"
 
@@ -54,52 +44,23 @@ def fake_run(
     )
 
 
-class ListingBackend(Backend[RunHandle]):
-    """Implements the real interface over `runs`; starts nothing."""
-
-    name = "fake"
-
-    def __init__(self, runs: Sequence[RunInfo] = (), *, remove_leaves: bool = False) -> None:
-        self.runs = list(runs)
-        self.remove_leaves = remove_leaves
-        self.calls: list[tuple[str, Any]] = []
-
-    def prepare_images(self, request: ImageRequest) -> Images:
-        raise BackendError("the fake backend prepares nothing")
-
-    def copy_from_image(
-        self, image: str, path: str, dest: Path, platform: str | None = None
-    ) -> None:
-        raise RuntimeError("the fake backend has no images")
-
-    def start(self, spec: RunSpec) -> RunHandle:
-        raise BackendError("the fake backend starts nothing")
-
-    def wait(self, handle: RunHandle, timeout: float | None = None) -> int:
-        return 0
-
-    def logs(self, handle: RunHandle, follow: bool = False) -> Iterator[str]:
-        self.calls.append(("logs", handle.name))
-        yield from (f"line {number} of {handle.name}" for number in range(3))
-
-    def collect_results(self, handle: RunHandle, dest: Path) -> None:
-        return None
-
-    def stop(self, handle: RunHandle, grace: float = 20) -> None:
-        self.calls.append(("stop", (handle.name, grace)))
-
-    def cleanup(self, handle: RunHandle) -> None:
-        self.calls.append(("cleanup", handle))
-        if not handle.keep and not self.remove_leaves:
-            self.runs = [run for run in self.runs if run.handle.name != handle.name]
-
-    def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
-        wanted = (labels or {}).items()
-        return [run for run in self.runs if all(run.labels.get(k) == v for k, v in wanted)]
+def seeded(backend: FakeBackendT, runs: Sequence[RunInfo] = ()) -> FakeBackendT:
+    """`backend` with `runs` on its platform, each with three lines of output."""
+    for run in runs:
+        backend.add_run(run, output=[f"line {number} of {run.name}" for number in range(3)])
+    return backend
 
 
-class ReachingBackend(ListingBackend):
-    """A fake that can also reach a run's ports and run commands in it."""
+def listing(runs: Sequence[RunInfo] = (), *, remove_leaves: bool = False) -> FakeBackend:
+    """The shared fake holding `runs`; with `remove_leaves`, cleanup removes nothing."""
+    backend = seeded(FakeBackend(), runs)
+    if remove_leaves:
+        backend.hooks["cleanup"] = lambda handle: SKIP
+    return backend
+
+
+class ReachingBackend(FakeBackend):
+    """The shared fake, also reaching a run's ports and running commands in it."""
 
     supports_exec = True
 
@@ -120,6 +81,26 @@ class ReachingBackend(ListingBackend):
         return ["echo", handle.name, *env_names, *command]
 
 
+def reaching(runs: Sequence[RunInfo] = ()) -> ReachingBackend:
+    """A ReachingBackend holding `runs`."""
+    return seeded(ReachingBackend(), runs)
+
+
+def acts(backend: FakeBackend) -> list[tuple[str, Any]]:
+    """What the commands asked the fake to do: logs (of a run's name), stop (name, grace),
+    cleanup (the handle)."""
+    shown: list[tuple[str, Any]] = []
+    for method, args in backend.calls:
+        if method == "logs":
+            shown.append((method, args[0].name))
+        elif method == "stop":
+            shown.append((method, (args[0].name, args[1])))
+        else:
+            shown.append((method, args[0]))
+    return shown
+
+
+FakeBackendT = TypeVar("FakeBackendT", bound=FakeBackend)
 StructT = TypeVar("StructT", RunInfo, RunHandle)
 
 

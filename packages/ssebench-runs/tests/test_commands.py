@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 import ssebench.runs
+from ssebench.conformance.fake import FakeBackend
 from ssebench.runs.cli import app
 from ssebench.spec import BACKENDS_GROUP, RunHandle, labels
 
 from .conftest import Invoke
-from .fakes import SECRET, ListingBackend, ReachingBackend, fake_run, replaced
+from .fakes import SECRET, acts, fake_run, listing, reaching, replaced, seeded
 
-UseBackend = Callable[[ListingBackend], ListingBackend]
+UseBackend = Callable[[FakeBackend], FakeBackend]
 
 NAMING_COMMANDS: list[list[str]] = [
     ["inspect"],
@@ -40,7 +41,7 @@ def test_list_prints_the_backend_and_its_runs_newest_first_as_json(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
     use_backend(
-        ReachingBackend(
+        reaching(
             [
                 fake_run("older", created_at="2025-01-01T00:00:00Z", state="exited"),
                 fake_run("newer", created_at="2025-02-01T00:00:00Z"),
@@ -81,7 +82,7 @@ def test_list_shows_only_ssebench_labels_and_runs_of_the_runner(
 ) -> None:
     shown = fake_run("shown", extra_labels={"com.example.env": SECRET})
     hidden = replaced(fake_run("hidden"), labels={labels.RUN_ID: "hidden"})
-    use_backend(ListingBackend([shown, hidden]))
+    use_backend(listing([shown, hidden]))
     outcome = invoke("list", "--json")
     listed = json.loads(outcome.out)
     assert [run["run_id"] for run in listed["runs"]] == ["shown"]
@@ -90,7 +91,7 @@ def test_list_shows_only_ssebench_labels_and_runs_of_the_runner(
 
 
 def test_list_shows_a_table_for_people(invoke: Invoke, use_backend: UseBackend) -> None:
-    use_backend(ListingBackend([fake_run("r1", state="exited")]))
+    use_backend(listing([fake_run("r1", state="exited")]))
     outcome = invoke("list", env={"COLUMNS": "160"})
     assert outcome.code == 0
     assert "RUN ID" in outcome.out
@@ -102,7 +103,7 @@ def test_a_table_in_a_narrow_terminal_keeps_each_run_on_one_whole_line(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
     long_task = "a-task-with-a-rather-long-name-indeed"
-    use_backend(ListingBackend([fake_run("r1", extra_labels={labels.TASK_ID: long_task})]))
+    use_backend(listing([fake_run("r1", extra_labels={labels.TASK_ID: long_task})]))
     outcome = invoke("list", env={"COLUMNS": "40"})
     row = [line for line in outcome.out.splitlines() if line.lstrip().startswith("r1 ")]
     assert len(row) == 1
@@ -112,7 +113,7 @@ def test_a_table_in_a_narrow_terminal_keeps_each_run_on_one_whole_line(
 
 
 def test_list_says_when_there_are_no_runs(invoke: Invoke, use_backend: UseBackend) -> None:
-    use_backend(ListingBackend())
+    use_backend(listing())
     outcome = invoke("list")
     assert (outcome.code, outcome.out) == (0, "")
     assert "no runs on the fake backend" in outcome.err
@@ -122,7 +123,7 @@ def test_list_says_when_there_are_no_runs(invoke: Invoke, use_backend: UseBacken
 def test_every_command_that_names_an_unknown_run_exits_with_3(
     invoke: Invoke, use_backend: UseBackend, command: list[str]
 ) -> None:
-    use_backend(ReachingBackend([fake_run("other")]))
+    use_backend(reaching([fake_run("other")]))
     outcome = invoke(*_args(command, "missing"))
     assert outcome.code == 3
     assert outcome.err == "ssebench runs: no run has the ID 'missing' on the fake backend\n"
@@ -133,16 +134,16 @@ def test_every_command_that_names_a_run_several_runs_have_exits_with_4(
     invoke: Invoke, use_backend: UseBackend, command: list[str]
 ) -> None:
     backend = use_backend(
-        ReachingBackend([fake_run("twice", agent="one"), fake_run("twice", agent="two")])
+        reaching([fake_run("twice", agent="one"), fake_run("twice", agent="two")])
     )
     outcome = invoke(*_args(command, "twice"))
     assert outcome.code == 4
     assert outcome.err.startswith("ssebench runs: 2 runs have the ID 'twice'")
-    assert backend.calls == []
+    assert acts(backend) == []
 
 
 def test_inspect_prints_one_run(invoke: Invoke, use_backend: UseBackend) -> None:
-    use_backend(ListingBackend([fake_run("r1"), fake_run("r2")]))
+    use_backend(listing([fake_run("r1"), fake_run("r2")]))
     outcome = invoke("inspect", "r2", "--json")
     assert outcome.code == 0
     assert json.loads(outcome.out)["name"] == "ssebench-r2-probe"
@@ -151,19 +152,19 @@ def test_inspect_prints_one_run(invoke: Invoke, use_backend: UseBackend) -> None
 
 
 def test_logs_print_the_output_of_the_named_run(invoke: Invoke, use_backend: UseBackend) -> None:
-    backend = use_backend(ListingBackend([fake_run("r1"), fake_run("r2")]))
+    backend = use_backend(listing([fake_run("r1"), fake_run("r2")]))
     outcome = invoke("logs", "r2")
     assert outcome.out == "".join(f"line {n} of ssebench-r2-probe\n" for n in range(3))
-    assert backend.calls == [("logs", "ssebench-r2-probe")]
+    assert acts(backend) == [("logs", "ssebench-r2-probe")]
 
 
 def test_stop_asks_the_backend_with_the_grace_given(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    backend = use_backend(ListingBackend([fake_run("r1")]))
+    backend = use_backend(listing([fake_run("r1")]))
     assert invoke("stop", "r1", "--grace", "3").code == 0
     assert invoke("stop", "r1").code == 0
-    assert backend.calls == [
+    assert acts(backend) == [
         ("stop", ("ssebench-r1-probe", 3.0)),
         ("stop", ("ssebench-r1-probe", 20.0)),
     ]
@@ -172,28 +173,28 @@ def test_stop_asks_the_backend_with_the_grace_given(
 def test_remove_removes_a_kept_run_through_the_default_of_the_backend(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    backend = use_backend(ListingBackend([fake_run("r1"), fake_run("r2")]))
+    backend = use_backend(listing([fake_run("r1"), fake_run("r2")]))
     outcome = invoke("remove", "r1")
     assert outcome.code == 0
     kept = RunHandle(run_id="r1", name="ssebench-r1-probe", keep=True)
-    assert backend.calls == [
+    assert acts(backend) == [
         ("stop", ("ssebench-r1-probe", 0)),
         ("cleanup", replaced(kept, keep=False)),
     ]
-    assert [run.run_id for run in backend.runs] == ["r2"]
+    assert [run.run_id for run in backend.list_runs()] == ["r2"]
 
 
 def test_remove_fails_when_something_of_the_run_is_left(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    use_backend(ListingBackend([fake_run("r1")], remove_leaves=True))
+    use_backend(listing([fake_run("r1")], remove_leaves=True))
     outcome = invoke("remove", "r1")
     assert outcome.code == 1
     assert outcome.err == "ssebench runs: removing run r1 left ssebench-r1-probe in place\n"
 
 
 def test_endpoint_prints_the_url_of_the_backend(invoke: Invoke, use_backend: UseBackend) -> None:
-    use_backend(ReachingBackend([fake_run("r1")]))
+    use_backend(reaching([fake_run("r1")]))
     assert invoke("endpoint", "r1", "4263").out == "http://fake.invalid:4263\n"
     outcome = invoke("endpoint", "r1", "4096", "--json")
     assert json.loads(outcome.out) == {
@@ -206,7 +207,7 @@ def test_endpoint_prints_the_url_of_the_backend(invoke: Invoke, use_backend: Use
 def test_endpoint_of_a_run_that_is_not_running_is_an_error(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    use_backend(ReachingBackend([fake_run("r1", state="exited")]))
+    use_backend(reaching([fake_run("r1", state="exited")]))
     outcome = invoke("endpoint", "r1", "4263")
     assert (outcome.code, outcome.out) == (1, "")
     assert outcome.err == "ssebench runs: run r1 is not running (exited)\n"
@@ -215,7 +216,7 @@ def test_endpoint_of_a_run_that_is_not_running_is_an_error(
 def test_endpoint_on_a_backend_without_endpoints_is_an_error(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    use_backend(ListingBackend([fake_run("r1")]))
+    use_backend(listing([fake_run("r1")]))
     outcome = invoke("endpoint", "r1", "4263")
     assert outcome.code == 1
     assert outcome.err == "ssebench runs: the fake backend cannot reach a run's ports\n"
@@ -224,7 +225,7 @@ def test_endpoint_on_a_backend_without_endpoints_is_an_error(
 def test_exec_replaces_the_process_with_the_command_of_the_backend(
     invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    use_backend(ReachingBackend([fake_run("r1")]))
+    use_backend(reaching([fake_run("r1")]))
     executed: list[list[str]] = []
     monkeypatch.setattr(os, "execvp", lambda file, argv: executed.append([file, *argv]))
     monkeypatch.setenv("PASSED", SECRET)
@@ -236,7 +237,7 @@ def test_exec_replaces_the_process_with_the_command_of_the_backend(
 def test_exec_on_a_backend_without_exec_exits_with_1(
     invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    use_backend(ListingBackend([fake_run("r1")]))
+    use_backend(listing([fake_run("r1")]))
     monkeypatch.setattr(os, "execvp", lambda file, argv: pytest.fail("nothing may run"))
     outcome = invoke("exec", "r1", "--", "true")
     assert outcome.code == 1
@@ -261,7 +262,7 @@ def test_exec_takes_variable_names_that_are_set_and_never_shows_a_value(
     name: str,
     message: str,
 ) -> None:
-    use_backend(ReachingBackend([fake_run("r1")]))
+    use_backend(reaching([fake_run("r1")]))
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     monkeypatch.setattr(os, "execvp", lambda file, argv: pytest.fail("nothing may run"))
     outcome = invoke("exec", "r1", "--env", name, "--", "true")
@@ -273,7 +274,7 @@ def test_exec_takes_variable_names_that_are_set_and_never_shows_a_value(
 def test_exec_in_a_run_that_is_not_running_is_an_error(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    use_backend(ReachingBackend([fake_run("r1", state="exited")]))
+    use_backend(reaching([fake_run("r1", state="exited")]))
     outcome = invoke("exec", "r1", "--", "true")
     assert (outcome.code, outcome.err) == (1, "ssebench runs: run r1 is not running (exited)\n")
 
@@ -366,7 +367,7 @@ def test_app_is_a_typer_with_every_command() -> None:
     )
 
 
-class _Interrupted(ListingBackend):
+class _Interrupted(FakeBackend):
     def logs(self, handle: RunHandle, follow: bool = False) -> Iterator[str]:
         yield "before Ctrl-C"
         raise KeyboardInterrupt
@@ -375,6 +376,6 @@ class _Interrupted(ListingBackend):
 def test_ctrl_c_while_following_logs_ends_quietly_with_130(
     invoke: Invoke, use_backend: UseBackend
 ) -> None:
-    use_backend(_Interrupted([fake_run("r1")]))
+    use_backend(seeded(_Interrupted(), [fake_run("r1")]))
     outcome = invoke("logs", "r1", "--follow")
     assert (outcome.code, outcome.out, outcome.err) == (130, "before Ctrl-C\n", "")

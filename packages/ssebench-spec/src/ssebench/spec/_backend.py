@@ -55,7 +55,8 @@ class Backend(abc.ABC, Generic[HandleT]):
         """Copy one file out of an image without starting a run.
 
         Raises:
-            RuntimeError: the image or the file cannot be read, or dest cannot be written.
+            BackendError: the image or the file cannot be read, or dest cannot be
+                written (the same family as every other method's errors).
         """
 
     @abc.abstractmethod

@@ -6,10 +6,16 @@
     │   ├── ImageUnavailableError an image cannot be built, pulled or found
     │   └── UnknownBackendError   no usable backend under that name
     ├── BackendError              a run cannot be started, watched or reached
-    │   └── RunTimeoutError       waiting for a run took longer than allowed (also TimeoutError)
+    │   ├── RunTimeoutError       waiting for a run took longer than allowed (also TimeoutError)
+    │   ├── PlatformTimeoutError  the platform did not answer in time (also TimeoutError)
+    │   ├── PlatformUnavailableError  the platform cannot be reached (also ConnectionError)
+    │   └── PlatformRefusedError  the platform answered and refused the request
+    │       └── PlatformNotFoundError  it has no such object: run, network, file (also LookupError)
     └── DecodeError               a message or file does not match its type (also ValueError)
 
-Messages never contain a run's environment values.
+Messages never contain a run's environment values. A backend turns its
+platform's own errors into the most specific of these at one boundary (the
+Docker backend's `_errors.py`); nothing of the platform's library escapes it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,22 @@ class BackendError(SSEBenchError):
 
 class RunTimeoutError(BackendError, TimeoutError):
     """A run did not finish within the time the caller allowed."""
+
+
+class PlatformTimeoutError(BackendError, TimeoutError):
+    """The platform (an engine, a cluster's API) did not answer within the time allowed."""
+
+
+class PlatformUnavailableError(BackendError, ConnectionError):
+    """The platform cannot be reached, or the connection to it broke."""
+
+
+class PlatformRefusedError(BackendError):
+    """The platform answered and refused the request; the message carries its reason."""
+
+
+class PlatformNotFoundError(PlatformRefusedError, LookupError):
+    """The platform has no such object (a container, a network, a file in an image)."""
 
 
 class DecodeError(SSEBenchError, ValueError):

@@ -8,26 +8,19 @@ import shutil
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
-import requests.exceptions
 from typing_extensions import override
 
 import docker
-import docker.errors
 import docker.models.networks
 import docker.types
 from ssebench.backends.docker._atomic import write_atomically
 from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
 from ssebench.backends.docker._engine import docker_client
-from ssebench.backends.docker._errors import (
-    ENGINE_ERRORS,
-    CopyFromImageError,
-    engine_errors,
-    translate,
-)
+from ssebench.backends.docker._errors import CopyFromImageError, engine_errors
 from ssebench.backends.docker._handle import DockerRunHandle
 from ssebench.backends.docker._image_files import ImageFileCache
 from ssebench.backends.docker._runs import (
@@ -43,8 +36,10 @@ from ssebench.spec import (
     Egress,
     ImageRequest,
     Images,
-    ImageUnavailableError,
     Mount,
+    PlatformNotFoundError,
+    PlatformRefusedError,
+    PlatformTimeoutError,
     RunInfo,
     RunSpec,
     RunTimeoutError,
@@ -63,13 +58,14 @@ def _create_network(
     client: docker.DockerClient, name: str, run_id: str, egress: Egress
 ) -> docker.models.networks.Network:
     """A run's own network: internal (and guarded by the host rule) when restricted."""
-    return client.networks.create(
-        name,
-        driver="bridge",
-        internal=egress == "restricted",
-        labels={labels.RUN_ID: run_id, NETWORK_LABEL: name},
-        options={"com.docker.network.bridge.name": bridge_name(egress)},
-    )
+    with engine_errors(f"creating network {name}"):
+        return client.networks.create(
+            name,
+            driver="bridge",
+            internal=egress == "restricted",
+            labels={labels.RUN_ID: run_id, NETWORK_LABEL: name},
+            options={"com.docker.network.bridge.name": bridge_name(egress)},
+        )
 
 
 def _mounts(spec: RunSpec) -> list[docker.types.Mount]:
@@ -111,45 +107,47 @@ class DockerBackend(Backend[DockerRunHandle]):
         self, image: str, path: str, dest: Path, platform: str | None = None
     ) -> None:
         client = self._client()
-        try:
+        what = f"copying {path} out of {image}"
+        with engine_errors(what, family=CopyFromImageError):
             image_id = str(client.images.get(image).id)
-        except docker.errors.ImageNotFound as exc:
-            raise CopyFromImageError(f"copying {path} out of {image} failed: {exc}") from exc
-        except ENGINE_ERRORS as exc:
-            raise translate(exc, f"inspecting image {image}") from exc
         cache = ImageFileCache()
         data = cache.read(image_id, path)
         if data is None:
             data = self._read_from_image(client, image, image_id, path, platform)
             cache.write(image_id, path, data)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(dest, data)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(dest, data)
+        except OSError as exc:
+            raise CopyFromImageError(f"{what} failed: cannot write {dest}: {exc}") from exc
 
     @staticmethod
     def _read_from_image(
         client: docker.DockerClient, image: str, image_id: str, path: str, platform: str | None
     ) -> bytes:
         container = None
+        with engine_errors(f"copying {path} out of {image}", family=CopyFromImageError):
+            try:
+                container = client.api.create_container(
+                    image_id,
+                    command=["true"],
+                    platform=platform,
+                    labels={labels.PREFIX + "copy": "true"},
+                )
+                chunks, _ = client.api.get_archive(container["Id"], path)
+                archive = io.BytesIO(b"".join(chunks))
+            finally:
+                if container is not None:
+                    client.api.remove_container(container["Id"], force=True)
         try:
-            container = client.api.create_container(
-                image_id,
-                command=["true"],
-                platform=platform,
-                labels={labels.PREFIX + "copy": "true"},
-            )
-            chunks, _ = client.api.get_archive(container["Id"], path)
-            archive = io.BytesIO(b"".join(chunks))
-        except (*ENGINE_ERRORS, docker.errors.StreamParseError) as exc:
-            raise CopyFromImageError(f"copying {path} out of {image} failed: {exc}") from exc
-        finally:
-            if container is not None:
-                client.api.remove_container(container["Id"], force=True)
-        with tarfile.open(fileobj=archive) as tar:
-            member = next((m for m in tar.getmembers() if m.isfile()), None)
-            source = tar.extractfile(member) if member is not None else None
-            if source is None:
-                raise CopyFromImageError(f"{path} in {image} is not a regular file")
-            return source.read()
+            with tarfile.open(fileobj=archive) as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()), None)
+                source = tar.extractfile(member) if member is not None else None
+                if source is None:
+                    raise CopyFromImageError(f"{path} in {image} is not a regular file")
+                return source.read()
+        except tarfile.TarError as exc:
+            raise CopyFromImageError(f"the engine sent no archive of {path}: {exc}") from exc
 
     @override
     def start(self, spec: RunSpec) -> DockerRunHandle:
@@ -169,7 +167,8 @@ class DockerBackend(Backend[DockerRunHandle]):
         network = None
         container_id = None
         try:
-            with engine_errors(f"starting run {spec.run_id}", hidden):
+            # An image the engine cannot find is the run failing to start (BackendError).
+            with engine_errors(f"starting run {spec.run_id}", hidden, family=BackendError):
                 if not restricted:
                     network = _create_network(client, network_name, spec.run_id, "open")
                 container_id = client.api.create_container(
@@ -191,10 +190,8 @@ class DockerBackend(Backend[DockerRunHandle]):
                 )["Id"]
                 start_relay(client, container_id)
                 client.api.start(container_id)
-        except BaseException as exc:
+        except BaseException:
             self._remove(client, container_id, network.name if network is not None else None)
-            if isinstance(exc, ImageUnavailableError):
-                raise BackendError(str(exc)) from exc
             raise
         return DockerRunHandle(
             run_id=spec.run_id,
@@ -215,11 +212,9 @@ class DockerBackend(Backend[DockerRunHandle]):
                 status = client.api.wait(
                     handle.container_id, timeout=None if timeout is None else max(1, round(timeout))
                 )
-        except BackendError as exc:
-            timed_out = requests.exceptions.ConnectionError | requests.exceptions.ReadTimeout
-            if isinstance(exc.__cause__, timed_out):
-                raise RunTimeoutError(f"run {handle.run_id} did not finish in {timeout}s") from exc
-            raise
+        except PlatformTimeoutError as exc:
+            # The engine holds the answer until the container exits: no answer is the run's time.
+            raise RunTimeoutError(f"run {handle.run_id} did not finish in {timeout}s") from exc
         join_relay(handle.container_id)
         return int(status["StatusCode"])
 
@@ -260,11 +255,10 @@ class DockerBackend(Backend[DockerRunHandle]):
     def stop(self, handle: DockerRunHandle, grace: float = contract.STOP_GRACE) -> None:
         client = self._client()
         try:
-            client.api.stop(handle.container_id, timeout=max(0, round(grace)))
-        except docker.errors.NotFound:
+            with engine_errors(f"stopping run {handle.run_id}"):
+                client.api.stop(handle.container_id, timeout=max(0, round(grace)))
+        except PlatformNotFoundError:
             return
-        except ENGINE_ERRORS as exc:
-            raise translate(exc, f"stopping run {handle.run_id}") from exc
 
     @override
     def cleanup(self, handle: DockerRunHandle) -> None:
@@ -281,18 +275,16 @@ class DockerBackend(Backend[DockerRunHandle]):
         if container_id is not None:
             join_relay(container_id, timeout=0)
             try:
-                client.api.remove_container(container_id, force=True, v=True)
-            except docker.errors.NotFound:
+                with engine_errors("removing a run's container"):
+                    client.api.remove_container(container_id, force=True, v=True)
+            except PlatformNotFoundError:
                 pass
-            except ENGINE_ERRORS as exc:
-                raise translate(exc, "removing a run's container") from exc
         if network is not None:
             try:
-                client.api.remove_network(network)
-            except docker.errors.NotFound:
+                with engine_errors(f"removing network {network}"):
+                    client.api.remove_network(network)
+            except PlatformNotFoundError:
                 pass
-            except ENGINE_ERRORS as exc:
-                raise translate(exc, f"removing network {network}") from exc
 
     @override
     def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
@@ -324,7 +316,7 @@ class DockerBackend(Backend[DockerRunHandle]):
     @staticmethod
     def _attach_restricted_network(
         client: docker.DockerClient, handle: DockerRunHandle
-    ) -> docker.errors.APIError | None:
+    ) -> PlatformRefusedError | None:
         """Give a network-less (restricted) run its own network, guarded like any restricted one.
 
         Another `endpoint` call may be doing the same at once, so a step the engine
@@ -339,16 +331,20 @@ class DockerBackend(Backend[DockerRunHandle]):
             raise BackendError(f"run {handle.run_id} has no network name: not started by SSEBench")
         ensure_host_guard()
         refused = None
-        steps: list[Callable[[], object]] = [
-            lambda: _create_network(client, network, handle.run_id, "restricted"),
-            lambda: client.api.disconnect_container_from_network(handle.container_id, NO_NETWORK),
-            lambda: client.api.connect_container_to_network(handle.container_id, network),
-        ]
-        for step in steps:
-            try:
-                step()
-            except docker.errors.APIError as exc:
-                refused = exc
+        try:
+            _create_network(client, network, handle.run_id, "restricted")
+        except PlatformRefusedError as exc:
+            refused = exc
+        try:
+            with engine_errors(f"taking run {handle.run_id} out of the network-less mode"):
+                client.api.disconnect_container_from_network(handle.container_id, NO_NETWORK)
+        except PlatformRefusedError as exc:
+            refused = exc
+        try:
+            with engine_errors(f"attaching run {handle.run_id} to {network}"):
+                client.api.connect_container_to_network(handle.container_id, network)
+        except PlatformRefusedError as exc:
+            refused = exc
         return refused
 
     @override

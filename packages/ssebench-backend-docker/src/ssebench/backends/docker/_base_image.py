@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Final
 
 import docker
-import docker.errors
 import docker.utils
 from ssebench.backends.docker._engine import image_exists
+from ssebench.backends.docker._errors import engine_errors
 from ssebench.spec import BackendError, UserError
 
 DEFAULT_MIRROR: Final = "http://deb.debian.org/debian"
@@ -145,15 +145,13 @@ def bootstrap_base_image(
             "packing the root file system",
         )
         progress(f"importing as {name}")
-        try:
+        with engine_errors(f"importing {name} into the Docker engine"):
             client.api.import_image(
                 src=str(archive),
                 repository=repository,
                 tag=tag or "latest",
                 changes=['CMD ["bash"]'],
             )
-        except docker.errors.DockerException as exc:
-            raise BackendError(f"importing {name} into the Docker engine failed: {exc}") from exc
     if not image_exists(client, name):
         raise BackendError(f"the engine accepted the import but has no image {name}")
     return True

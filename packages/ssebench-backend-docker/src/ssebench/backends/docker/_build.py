@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import docker
-import docker.errors
 from ssebench.backends.docker._errors import engine_errors
-from ssebench.spec import ImageUnavailableError
+from ssebench.spec import ImageUnavailableError, PlatformNotFoundError, PlatformRefusedError
 
 _STEP: Final = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BUILT: Final = re.compile(r"^Successfully built ([0-9a-f]+)$")
@@ -284,11 +283,11 @@ def build_layer(
 
 def _current(client: docker.DockerClient, tag: str, inputs: str) -> str | None:
     """The ID of the image under `tag` if it was built from exactly these inputs."""
-    with engine_errors(f"inspecting the image {tag}"):
-        try:
+    try:
+        with engine_errors(f"inspecting the image {tag}"):
             image = client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            return None
+    except (ImageUnavailableError, PlatformNotFoundError):
+        return None
     return str(image.id) if (image.labels or {}).get(INPUTS_LABEL) == inputs else None
 
 
@@ -296,8 +295,9 @@ def _chunks(
     client: docker.DockerClient, options: dict[str, Any], log: _Log
 ) -> Iterator[dict[str, Any]]:
     try:
-        stream = client.api.build(**options)
-    except docker.errors.APIError as exc:
+        with engine_errors("sending the build"):
+            stream = client.api.build(**options)
+    except PlatformRefusedError as exc:
         # The engine refused the request itself (a bad Dockerfile path, a bad tag).
-        raise log.failure(str(exc.explanation or exc)) from exc
+        raise log.failure(str(exc)) from exc
     yield from stream

@@ -1,10 +1,15 @@
-"""The one place the docker SDK's client is made and its errors become SSEBench's."""
+"""The one place the docker SDK's client is made."""
 
 from __future__ import annotations
 
 import docker
-import docker.errors
-from ssebench.spec import BackendError
+from ssebench.backends.docker._errors import engine_errors
+from ssebench.spec import (
+    ImageUnavailableError,
+    PlatformNotFoundError,
+    PlatformUnavailableError,
+    SSEBenchError,
+)
 
 SETUP_HINT = "start one with scripts/setup-docker-engine.sh (as root), or set DOCKER_HOST"
 
@@ -13,22 +18,28 @@ def docker_client() -> docker.DockerClient:
     """A client of the engine the environment names (DOCKER_HOST, else the local socket).
 
     Raises:
-        BackendError: no engine answers.
+        PlatformUnavailableError: no engine answers (a BackendError); the message says how
+            to start one.
     """
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise BackendError(f"no Docker engine answers ({exc}); {SETUP_HINT}") from exc
+        with engine_errors("reaching the Docker engine"):
+            client = docker.from_env()
+            client.ping()
+    except SSEBenchError as exc:
+        # Whatever the SDK said (no socket, a bad DOCKER_HOST), the cure is the same.
+        raise PlatformUnavailableError(f"{exc}; {SETUP_HINT}") from exc
     return client
 
 
 def image_exists(client: docker.DockerClient, name: str) -> bool:
-    """Whether the engine has an image of that name (nothing is pulled)."""
+    """Whether the engine has an image of that name (nothing is pulled).
+
+    Raises:
+        BackendError: the engine cannot be asked.
+    """
     try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
+        with engine_errors(f"asking the Docker engine about image {name}"):
+            client.images.get(name)
+    except (PlatformNotFoundError, ImageUnavailableError):
         return False
-    except docker.errors.APIError as exc:
-        raise BackendError(f"cannot ask the Docker engine about image {name}: {exc}") from exc
     return True

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, Final
 
 import docker
-import docker.errors
 from ssebench.backends.docker._build import (
     BuildLine,
     BuiltImage,
@@ -33,7 +32,14 @@ from ssebench.backends.docker._build import (
 )
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
-from ssebench.spec import ImageUnavailableError, Task, base_image, registry, runtime_version
+from ssebench.spec import (
+    ImageUnavailableError,
+    PlatformNotFoundError,
+    Task,
+    base_image,
+    registry,
+    runtime_version,
+)
 
 RUNTIME_FOLDER: Final = Path("images") / "runtime"
 """The runtime's Dockerfile and assembly script, relative to the home."""
@@ -78,11 +84,11 @@ def local_image_id(client: docker.DockerClient, name: str, hint: str) -> str:
         ImageUnavailableError: it is missing (nothing is pulled); `hint` says what to do.
         BackendError: the engine cannot be reached.
     """
-    with engine_errors(f"inspecting the image {name}"):
-        try:
+    try:
+        with engine_errors(f"inspecting the image {name}"):
             return str(client.images.get(name).id)
-        except docker.errors.ImageNotFound:
-            pass
+    except (ImageUnavailableError, PlatformNotFoundError):
+        pass
     raise ImageUnavailableError(f"image {name} is missing locally (nothing is pulled): {hint}")
 
 

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import docker
-import docker.errors
 from ssebench.backends.docker._build import (
     BuildLine,
     BuiltImage,
@@ -21,7 +20,7 @@ from ssebench.backends.docker._build import (
     no_progress,
 )
 from ssebench.backends.docker._engine import image_exists
-from ssebench.backends.docker._errors import ENGINE_ERRORS
+from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._layers import build_tool_images, local_image_id, tool_image_name
 from ssebench.spec import (
     Agent,
@@ -95,10 +94,9 @@ def build_agent(
 def _published(client: docker.DockerClient, request: ImageRequest) -> Images:
     images = prebuilt_images(request)
     if not image_exists(client, images.agent):
-        try:
+        # Whatever stops the pull, the run has no image: ImageUnavailableError.
+        with engine_errors(f"pulling {images.agent}", family=ImageUnavailableError):
             client.images.pull(images.agent, platform=request.platform)
-        except (*ENGINE_ERRORS, docker.errors.ImageNotFound) as exc:
-            raise ImageUnavailableError(f"cannot pull {images.agent}: {exc}") from exc
     return images
 
 

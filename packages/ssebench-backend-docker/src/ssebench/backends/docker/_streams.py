@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 import docker
-from ssebench.backends.docker._errors import ENGINE_ERRORS
+from ssebench.backends.docker._errors import engine_errors
+from ssebench.spec import SSEBenchError
 
 # Output plumbing, not run state: a relay belongs to the process that started
 # the run and ends with the container; `wait` joins it so no last line is lost.
@@ -19,23 +20,25 @@ def _pump(chunks: Iterator[tuple[bytes | None, bytes | None]]) -> None:
     out: BinaryIO = sys.stdout.buffer
     err: BinaryIO = sys.stderr.buffer
     try:
-        for stdout, stderr in chunks:
-            if stdout:
-                out.write(stdout)
-                out.flush()
-            if stderr:
-                err.write(stderr)
-                err.flush()
-    except (*ENGINE_ERRORS, OSError, ValueError):
+        with engine_errors("relaying a run's output"):
+            for stdout, stderr in chunks:
+                if stdout:
+                    out.write(stdout)
+                    out.flush()
+                if stderr:
+                    err.write(stderr)
+                    err.flush()
+    except (SSEBenchError, OSError, ValueError):
         # The engine or our own stdout went away: the run goes on regardless.
         return
 
 
 def start_relay(client: docker.DockerClient, container_id: str) -> None:
     """Attach to the container's output (before it starts, so nothing is missed) and relay it."""
-    chunks = client.api.attach(
-        container_id, stdout=True, stderr=True, stream=True, logs=True, demux=True
-    )
+    with engine_errors(f"attaching to container {container_id[:12]}"):
+        chunks = client.api.attach(
+            container_id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+        )
     name = f"relay-{container_id[:12]}"
     relay = threading.Thread(target=_pump, args=(chunks,), name=name, daemon=True)
     relay.start()

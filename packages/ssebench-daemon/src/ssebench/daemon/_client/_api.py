@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from ssebench.daemon._client._errors import DaemonProtocolError, DaemonRefusedError, refusal
 from ssebench.daemon._client._http import DEFAULT_TIMEOUT, Reply, UnixHTTPClient
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import (
@@ -19,28 +20,7 @@ from ssebench.spec import DecodeError, Message, decode_json, encode_json
 
 T = TypeVar("T", bound=Message)
 
-
-class DaemonRefusedError(Exception):
-    """The daemon answered with an error status; `status` and `code` say which."""
-
-    def __init__(self, what: str, reply: Reply) -> None:
-        self.status = reply.status
-        self.code = _error_code(reply)
-        self.detail = reply.error_text()
-        super().__init__(f"{what}: the daemon answered {reply.status}: {self.detail}")
-
-
-class DaemonProtocolError(Exception):
-    """The daemon answered 200 with a body that is not the route's response."""
-
-
-def _error_code(reply: Reply) -> str | None:
-    try:
-        data = decode_json(reply.body, dict[str, object], what="error")
-    except DecodeError:
-        return None
-    code = data.get("code")
-    return code if isinstance(code, str) else None
+__all__ = ["DaemonApi", "DaemonProtocolError", "DaemonRefusedError"]
 
 
 class DaemonApi:
@@ -51,7 +31,7 @@ class DaemonApi:
 
     def _decode(self, what: str, reply: Reply, into: type[T]) -> T:
         if not reply.ok:
-            raise DaemonRefusedError(what, reply)
+            raise refusal(what, reply)
         try:
             return decode_json(reply.body, into, what=what)
         except DecodeError as exc:
@@ -62,9 +42,9 @@ class DaemonApi:
 
         Raises:
             DaemonUnreachableError: nothing answers on the socket.
-            DaemonRefusedError: an error status.
+            DaemonRefusedError: an error status (the subclass its code names).
             DaemonProtocolError: an answer of the wrong shape.
-            TimeoutError: no answer in time.
+            DaemonTimeoutError: no answer in time.
         """
         return self._decode(
             "version", self.client.get("/version", timeout=timeout), VersionResponse

@@ -16,15 +16,17 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+from ssebench.daemon._client._errors import (
+    DaemonConnectionError,
+    DaemonTimeoutError,
+    DaemonUnreachableError,
+)
+
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds a quick request (version, capabilities, agent_exited) may take."""
 
 MAX_ANSWER_BYTES: Final = 256 * 1024 * 1024
 """The largest answer read (a check's output is capped at 1 MiB per stream by the daemon)."""
-
-
-class DaemonUnreachableError(ConnectionError):
-    """Nothing answers on the socket (no daemon, or it died); the message says which socket."""
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,15 @@ def _parse(raw: bytes, path: str) -> Reply:
     """Split a whole HTTP/1.1 answer into status and body (Content-Length or chunked).
 
     Raises:
-        ConnectionError: the answer is not HTTP or ends early.
+        DaemonConnectionError: the answer is not HTTP or ends early.
     """
     head, separator, rest = raw.partition(b"\r\n\r\n")
     if not separator:
-        raise ConnectionError(f"the daemon on {path} closed the connection mid-answer")
+        raise DaemonConnectionError(f"the daemon on {path} closed the connection mid-answer")
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise ConnectionError(f"not an HTTP answer from {path}: {lines[0][:80]!r}")
+        raise DaemonConnectionError(f"not an HTTP answer from {path}: {lines[0][:80]!r}")
     headers = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
@@ -73,7 +75,7 @@ def _parse(raw: bytes, path: str) -> Reply:
     elif "content-length" in headers:
         length = int(headers["content-length"])
         if len(rest) < length:
-            raise ConnectionError(f"the daemon on {path} closed the connection mid-answer")
+            raise DaemonConnectionError(f"the daemon on {path} closed the connection mid-answer")
         body = rest[:length]
     else:
         body = rest
@@ -85,7 +87,7 @@ def _unchunk(data: bytes, path: str) -> bytes:
     while True:
         size_line, separator, data = data.partition(b"\r\n")
         if not separator:
-            raise ConnectionError(f"the daemon on {path} closed the connection mid-answer")
+            raise DaemonConnectionError(f"the daemon on {path} closed the connection mid-answer")
         size = int(size_line.split(b";")[0], 16)
         if size == 0:
             return b"".join(chunks)
@@ -115,26 +117,34 @@ class UnixHTTPClient:
 
         Raises:
             DaemonUnreachableError: the socket does not accept connections.
-            TimeoutError: no complete answer within the limit.
-            ConnectionError: the daemon closed the connection mid-answer or
+            DaemonTimeoutError: no complete answer within the limit.
+            DaemonConnectionError: the daemon closed the connection mid-answer or
                 did not answer HTTP.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.send(method, target, body, timeout=timeout) as sock:
             received = bytearray()
             while True:
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise TimeoutError(f"no answer from {self.path} within {timeout:g} s")
-                    sock.settimeout(left)
-                chunk = sock.recv(65536)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise DaemonTimeoutError(f"no answer from {self.path} within {timeout:g} s")
+                chunk = self._receive(sock, left, timeout)
                 if not chunk:
                     break
                 received += chunk
                 if len(received) > MAX_ANSWER_BYTES:
-                    raise ConnectionError(f"the answer from {self.path} is too large")
+                    raise DaemonConnectionError(f"the answer from {self.path} is too large")
         return _parse(bytes(received), self.path)
+
+    def _receive(self, sock: socket.socket, left: float | None, timeout: float | None) -> bytes:
+        try:
+            if left is not None:
+                sock.settimeout(left)
+            return sock.recv(65536)
+        except TimeoutError as exc:
+            raise DaemonTimeoutError(f"no answer from {self.path} within {timeout:g} s") from exc
+        except OSError as exc:
+            raise DaemonConnectionError(f"the connection to {self.path} broke: {exc}") from exc
 
     def send(
         self, method: str, target: str, body: bytes | None = None, *, timeout: float | None
@@ -146,7 +156,8 @@ class UnixHTTPClient:
 
         Raises:
             DaemonUnreachableError: the socket does not accept connections.
-            TimeoutError: the request could not be sent within `timeout`.
+            DaemonTimeoutError: the request could not be sent within `timeout`.
+            DaemonConnectionError: the connection broke while sending.
         """
         payload = body or b""
         head = (
@@ -165,6 +176,15 @@ class UnixHTTPClient:
                     f"nothing answers on {self.path}: {exc.strerror or exc}"
                 ) from exc
             sock.sendall(head.encode("latin-1") + payload)
+        except TimeoutError as exc:
+            sock.close()
+            raise DaemonTimeoutError(f"cannot send to {self.path} within {timeout} s") from exc
+        except DaemonUnreachableError:
+            sock.close()
+            raise
+        except OSError as exc:
+            sock.close()
+            raise DaemonConnectionError(f"the connection to {self.path} broke: {exc}") from exc
         except BaseException:
             sock.close()
             raise

@@ -28,8 +28,11 @@ from ssebench.daemon._budget import (
     count_checks,
     grading_budget,
 )
-from ssebench.daemon._client import DaemonUnreachableError
-from ssebench.daemon._client._api import DaemonProtocolError, DaemonRefusedError
+from ssebench.daemon._client import (
+    DaemonConnectionError,
+    DaemonProtocolError,
+    DaemonRefusedError,
+)
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import (
     BencherRequest,
@@ -328,7 +331,7 @@ def grade(
     except DaemonRefusedError as exc:
         result.infrastructure_error = True
         result.fail(str(exc))
-    except (DaemonUnreachableError, DaemonProtocolError, ConnectionError) as exc:
+    except (DaemonConnectionError, DaemonProtocolError, ConnectionError) as exc:
         result.infrastructure_error = True
         result.fail(f"grading lost the daemon: {exc}")
     say(f"grade: {result.patch_result().status}")

@@ -1,0 +1,143 @@
+"""Servers of our own that egress checks try to reach; no traffic leaves the machine.
+
+One server listens on every address of this host; another stands in for the
+internet: it runs in a network namespace the suite creates and routes through
+the host (needs root and iproute2). Both are made when the first check asks
+and torn down when the suite ends.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from typing import Final
+
+NETNS: Final = "ssebtest-inet"
+"""The stand-in's network namespace."""
+
+# A range reserved for benchmarks (RFC 2544), used only inside this machine.
+HOST_SIDE: Final = "198.18.7.1"
+STANDIN: Final = "198.18.7.2"
+STANDIN_PORT: Final = 8099
+
+# A bare TCP server: http.server looks its own name up, which would send DNS
+# queries off this machine from inside the namespace.
+_SERVER: Final = """
+import socketserver, sys
+
+class Answer(socketserver.BaseRequestHandler):
+    def handle(self):
+        self.request.sendall(b"HTTP/1.0 200 OK\\r\\n\\r\\nhello\\n")
+
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+socketserver.ThreadingTCPServer((sys.argv[1], int(sys.argv[2])), Answer).serve_forever()
+"""
+
+
+class _Answer(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(b"HTTP/1.0 200 OK\r\n\r\nhello\n")
+
+
+def wait_until_listening(host: str, port: int, attempts: int = 100) -> None:
+    """Return once a TCP connection to host:port succeeds.
+
+    Raises:
+        AssertionError: nothing listened within about ten seconds.
+    """
+    for _ in range(attempts):
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {host}:{port}")
+
+
+def host_primary_address() -> str:
+    """This host's address on its default route (a route lookup only: nothing is sent)."""
+    route = subprocess.run(
+        ["ip", "-4", "route", "get", "192.0.2.1"], capture_output=True, text=True, check=True
+    ).stdout
+    match = re.search(r"\bsrc (\S+)", route)
+    assert match, route
+    return match.group(1)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+class Network:
+    """The host server and the internet stand-in, made on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._host: socketserver.ThreadingTCPServer | None = None
+        self._standin: subprocess.Popen[bytes] | None = None
+        self._namespace = False
+
+    def host_server(self) -> int:
+        """The port of a TCP server listening on every address of this host."""
+        with self._lock:
+            if self._host is None:
+                self._host = socketserver.ThreadingTCPServer(("0.0.0.0", 0), _Answer)  # noqa: S104
+                threading.Thread(target=self._host.serve_forever, daemon=True).start()
+            return int(self._host.server_address[1])
+
+    def internet_standin(self) -> str:
+        """`address:port` of the internet's stand-in, reached through this host's routing.
+
+        Raises:
+            AssertionError: iproute2 is missing, or the namespace cannot be made (not root).
+        """
+        with self._lock:
+            if self._standin is None:
+                self._start_standin()
+            return f"{STANDIN}:{STANDIN_PORT}"
+
+    def _start_standin(self) -> None:
+        if shutil.which("ip") is None:
+            raise AssertionError("iproute2 is needed to stand up the egress checks' namespace")
+        self._remove_namespace()  # what an interrupted earlier suite may have left
+        _ip("netns", "add", NETNS)
+        self._namespace = True
+        _ip("link", "add", "ssebt-h", "type", "veth", "peer", "name", "ssebt-n")
+        _ip("link", "set", "ssebt-n", "netns", NETNS)
+        _ip("addr", "add", f"{HOST_SIDE}/30", "dev", "ssebt-h")
+        _ip("link", "set", "ssebt-h", "up")
+        _ip("-n", NETNS, "addr", "add", f"{STANDIN}/30", "dev", "ssebt-n")
+        _ip("-n", NETNS, "link", "set", "ssebt-n", "up")
+        _ip("-n", NETNS, "link", "set", "lo", "up")
+        # No default route in the namespace: replies go to the host side, which is
+        # directly connected (open runs are masqueraded to it), and nothing in the
+        # namespace can send anywhere else.
+        server = [sys.executable, "-c", _SERVER, STANDIN, str(STANDIN_PORT)]
+        self._standin = subprocess.Popen(["ip", "netns", "exec", NETNS, *server])
+        wait_until_listening(STANDIN, STANDIN_PORT)
+
+    @staticmethod
+    def _remove_namespace() -> None:
+        subprocess.run(["ip", "link", "del", "ssebt-h"], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, check=False)
+
+    def close(self) -> None:
+        """Stop both servers and remove the namespace; safe to call more than once."""
+        with self._lock:
+            if self._host is not None:
+                self._host.shutdown()
+                self._host.server_close()
+                self._host = None
+            if self._standin is not None:
+                self._standin.kill()
+                self._standin.wait()
+                self._standin = None
+            if self._namespace:
+                self._remove_namespace()
+                self._namespace = False

@@ -1,0 +1,80 @@
+"""The suite as pytest tests: one test per check, the factories given by two fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from ssebench.conformance._check import Check, capabilities
+from ssebench.conformance._harness import BackendFactory, ProbeImageFactory, Suite
+from ssebench.conformance._suite import (
+    KNOWN_FAILURES,
+    run_check,
+    select,
+    validate_known_failures,
+)
+
+
+def conformance_tests(
+    *, known_failures: Mapping[str, str] | None = None, engine: bool = True
+) -> Callable[..., None]:
+    """A pytest test function that runs each check of the suite as a test of its own.
+
+    Assign it to a `test_` name in a test module; the module or a conftest
+    provides the two factories as fixtures:
+
+        @pytest.fixture
+        def conformance_backend_factory() -> BackendFactory: ...
+        @pytest.fixture
+        def conformance_probe_image_factory() -> ProbeImageFactory: ...
+
+        test_conformance = conformance_tests()
+
+    A check that does not apply to the backend (an ability it does not offer)
+    is skipped with the reason; a known failure is a strict expected failure.
+
+    Args:
+        known_failures: check name to reason; by default the built-in map for
+            the backend's name (`KNOWN_FAILURES`).
+        engine: False runs the engine-free part only (what the fake backend passes).
+
+    Raises:
+        ValueError: `known_failures` names a check the suite does not have.
+    """
+    if known_failures is not None:
+        validate_known_failures(known_failures)
+    # Shared by the tests of this suite: the probe image, made once; the egress servers.
+    suites: list[Suite] = []
+
+    def suite_for(request: pytest.FixtureRequest, factory: ProbeImageFactory) -> Suite:
+        if not suites:
+            suites.append(Suite(factory))
+            request.config.add_cleanup(suites[0].close)
+        return suites[0]
+
+    @pytest.mark.parametrize(
+        "conformance_check", [pytest.param(check, id=check.name) for check in select(engine)]
+    )
+    def test_conformance(
+        conformance_check: Check,
+        conformance_backend_factory: BackendFactory,
+        conformance_probe_image_factory: ProbeImageFactory,
+        request: pytest.FixtureRequest,
+        tmp_path: Path,
+    ) -> None:
+        backend = conformance_backend_factory()
+        offered = capabilities(backend)
+        if not conformance_check.applies_to(offered):
+            pytest.skip(conformance_check.why_not(backend.name, offered))
+        known = KNOWN_FAILURES.get(backend.name, {}) if known_failures is None else known_failures
+        validate_known_failures(known)
+        if conformance_check.name in known:
+            request.applymarker(
+                pytest.mark.xfail(reason=known[conformance_check.name], strict=True)
+            )
+        suite = suite_for(request, conformance_probe_image_factory)
+        run_check(conformance_check, lambda: backend, suite, tmp_path)
+
+    return test_conformance
