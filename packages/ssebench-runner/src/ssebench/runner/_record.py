@@ -178,8 +178,7 @@ def record_run(
 
     Adds `config` to `result.json` (writing an `error` grade with the reason
     when the run left none), writes `summary.json` with the run's outcome
-    (`outcome_of`), and copies the task's
-    reference patch in as `reference.patch`.
+    (`outcome_of`), and copies the task's reference patch in as `reference.patch`.
 
     Args:
         plan: the run.
