@@ -19,6 +19,7 @@ import random
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -32,11 +33,11 @@ import pytest
 
 from ssebench.daemon._budget import CHECK_MARGIN, GRADE_RESERVE, PREPARE_ALLOWANCE
 from ssebench.daemon.entrypoint._agent import agent_env
-from ssebench.daemon.entrypoint._files import MAX_DEPTH, hand_over
+from ssebench.daemon.entrypoint._files import hand_over
 from ssebench.daemon.entrypoint._procs import processes_of
 from ssebench.daemon.entrypoint._services import tcp_listening
 from ssebench.daemon.entrypoint._settings import ModelUser
-from ssebench.spec import Result, read_json
+from ssebench.spec import Result, contract, read_json
 
 from .conftest import free_port
 
@@ -671,12 +672,78 @@ def test_planted_links_in_the_archive_are_never_followed_when_handing_files_over
     assert ran.result().patch_result.status == "failed", (
         "result.json was not written through a link"
     )
-    for name in ("passwd-link", "result-link", "etc-link", "dialog", "dialog/dialog.jsonl"):
+    for name in ("passwd-link", "result-link", "etc-link"):
+        assert not os.path.lexists(layout.archive / name), f"{name} reached the host"
+    for name in ("dialog", "dialog/dialog.jsonl"):
         info = os.lstat(layout.archive / name)
         assert (info.st_uid, info.st_gid) == layout.host, name
+    log = (layout.results / "entrypoint.log").read_text()
+    assert f"passwd-link (a link to {victim})" in log
+    assert "etc-link (a link to /etc)" in log
     assert Path("/etc").stat().st_uid == 0
     for name in ("result.json", "agent.log", "daemon.log", "evaluator.log", ".graded"):
         assert (layout.results / name).stat().st_uid == layout.host[0], name
+
+
+@needs_root
+def test_what_the_agent_leaves_in_the_archive_reaches_the_host_without_special_bits(
+    start: Start, layout: Layout
+) -> None:
+    ran = start(
+        """
+        cd "$SSE_ARCHIVE"
+        cp /bin/true suid && chmod 6755 suid
+        mkdir shared && chmod 1777 shared
+        echo hi > shared/world && chmod 666 shared/world
+        mkfifo fifo
+        ln suid suid-again
+        """
+    )
+    assert ran.proc.returncode == 0, ran.stderr
+    # Of two names for one file, the first met is removed; the other is then the file's only.
+    names = sorted(path.name for path in layout.archive.iterdir())
+    assert names in (["shared", "suid"], ["shared", "suid-again"])
+    kept = layout.archive / names[1]
+    for path in (layout.archive, layout.archive / "shared", layout.archive / "shared" / "world"):
+        info = path.lstat()
+        assert (info.st_uid, info.st_gid) == layout.host, path
+        assert not info.st_mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | 0o022), path
+    info = kept.lstat()
+    assert (info.st_uid, info.st_nlink, stat.S_IMODE(info.st_mode)) == (layout.host[0], 1, 0o755)
+    log = (layout.results / "entrypoint.log").read_text()
+    assert "fifo (a FIFO)" in log and " (a hard link (2 names))" in log
+
+
+def test_the_agents_output_is_capped_in_its_log_and_the_containers_output_with_a_marker(
+    start: Start, layout: Layout
+) -> None:
+    limit = contract.AGENT_OUTPUT_LIMIT
+    extra = 3 * 1024 * 1024 + 5
+    ran = start(
+        f"""
+        head -c {limit + extra} /dev/zero | tr '\\0' x
+        echo "still running after its output was capped" > "$SSE_ARCHIVE/after"
+        """
+    )
+    assert ran.proc.returncode == 0, ran.stderr
+    # The agent was never blocked: it went on after printing past the limit.
+    assert (layout.archive / "after").read_text().startswith("still running")
+    marker = "\n" + contract.output_cap_line(limit, extra)
+    log = (layout.results / "agent.log").read_text()
+    assert log == "x" * limit + marker
+    assert ran.stdout == log
+    assert ran.stdout.count(contract.OUTPUT_CAP_MARKER) == 1
+
+
+def test_the_evaluators_relayed_output_is_capped_too(start: Start, layout: Layout) -> None:
+    limit = contract.AGENT_OUTPUT_LIMIT
+    chatty = f"import sys; sys.stdout.write('e' * {limit + 100}); sys.stdout.write('\\n')"
+    ran = start("true", evaluator_argv=[sys.executable, "-c", chatty])
+    log = (layout.results / "evaluator.log").read_text()
+    assert log == "e" * limit + "\n" + contract.output_cap_line(limit, 101)
+    assert ran.stderr.count("e" * 1000) == limit // 1000
+    assert ran.stderr.count(contract.OUTPUT_CAP_MARKER) == 1
+    assert ran.result().patch_result.status == "error", "it left no grade"
 
 
 def test_a_missing_agent_command_is_refused_with_an_error_grade(layout: Layout) -> None:
@@ -740,35 +807,170 @@ def test_the_agents_environment_is_built_from_scratch() -> None:
 
 
 @needs_root
-def test_handing_over_re_owns_links_themselves_and_skips_hard_linked_files(tmp_path: Path) -> None:
+def test_handing_over_removes_links_special_files_and_hard_links_and_nothing_outside(
+    tmp_path: Path,
+) -> None:
     outside = tmp_path / "outside"
     outside.write_text("keep\n")
+    outside.chmod(0o4755)
     tree = tmp_path / "results"
     (tree / "archive" / "deep").mkdir(parents=True)
     (tree / "result.json").write_text("{}")
     (tree / "archive" / "deep" / "file").write_text("x")
     (tree / "archive" / "link").symlink_to(outside)
     (tree / "archive" / "dirlink").symlink_to(tmp_path)
+    (tree / "archive" / "result-link").symlink_to("../result.json")
     os.link(outside, tree / "archive" / "hard")
+    os.mkfifo(tree / "archive" / "fifo")
+    os.mknod(tree / "archive" / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with socket.socket(socket.AF_UNIX) as bound:
+        bound.bind(str(tree / "archive" / "sock"))
     done = hand_over(tree, HOST_UID, HOST_UID)
-    assert done.skipped == ["archive/hard"]
-    assert outside.stat().st_uid == 0 and tmp_path.stat().st_uid == 0
-    for name in ("result.json", "archive", "archive/deep/file", "archive/link", "archive/dirlink"):
+    assert sorted(done.removed) == [
+        "archive/dirlink (a link to " + str(tmp_path) + ")",
+        "archive/fifo (a FIFO)",
+        "archive/hard (a hard link (2 names))",
+        "archive/link (a link to " + str(outside) + ")",
+        "archive/null (a device)",
+        "archive/result-link (a link to ../result.json)",
+        "archive/sock (a socket)",
+    ]
+    assert done.removed_count == 7 and done.skipped == []
+    assert sorted(path.name for path in (tree / "archive").iterdir()) == ["deep"]
+    info = outside.stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode), info.st_nlink) == (0, 0o4755, 1)
+    assert tmp_path.stat().st_uid == 0
+    for name in ("result.json", "archive", "archive/deep", "archive/deep/file"):
         assert os.lstat(tree / name).st_uid == HOST_UID, name
 
 
 @needs_root
-def test_handing_over_leaves_folders_nested_past_the_limit_alone(tmp_path: Path) -> None:
-    tree = tmp_path / "results"
-    deepest = tree.joinpath(*["d"] * (MAX_DEPTH + 5))
-    deepest.mkdir(parents=True)
-    (deepest / "file").write_text("x")
-    done = hand_over(tree, HOST_UID, HOST_UID)
-    limit = tree.joinpath(*["d"] * MAX_DEPTH)
-    assert done.skipped == ["/".join(["d"] * (MAX_DEPTH + 1))]
-    assert limit.stat().st_uid == HOST_UID
-    assert (limit / "d").stat().st_uid == 0
-    assert (deepest / "file").stat().st_uid == 0
+def test_handing_over_strips_setuid_setgid_sticky_and_shared_write_bits(tmp_path: Path) -> None:
+    tree = tmp_path / "archive"
+    tree.mkdir()
+    modes = {
+        "suid": 0o4755,
+        "sgid": 0o2755,
+        "both": 0o6777,
+        "world": 0o666,
+        "group": 0o664,
+        "plain": 0o644,
+        "private": 0o600,
+    }
+    for name, mode in modes.items():
+        (tree / name).write_text(name)
+        os.chown(tree / name, 1000, 1000)
+        (tree / name).chmod(mode)
+    (tree / "tmp").mkdir()
+    (tree / "tmp").chmod(0o1777)
+    (tree / "setgid-dir").mkdir()
+    (tree / "setgid-dir").chmod(0o2775)
+    tree.chmod(0o777)
+    done = hand_over(tree, HOST_UID, HOST_UID, include_self=True)
+    assert done.removed == [] and done.skipped == []
+    found = {
+        path.name: (path.stat().st_uid, path.stat().st_gid, oct(stat.S_IMODE(path.stat().st_mode)))
+        for path in [tree, *tree.iterdir()]
+    }
+    host = (HOST_UID, HOST_UID)
+    assert found == {
+        "archive": (*host, "0o755"),
+        "suid": (*host, "0o755"),
+        "sgid": (*host, "0o755"),
+        "both": (*host, "0o755"),
+        "world": (*host, "0o644"),
+        "group": (*host, "0o644"),
+        "plain": (*host, "0o644"),
+        "private": (*host, "0o600"),
+        "tmp": (*host, "0o755"),
+        "setgid-dir": (*host, "0o755"),
+    }
+
+
+@needs_root
+def test_an_archive_root_closed_to_everyone_is_still_given_to_the_host_owner(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "archive"
+    (tree / "dialog").mkdir(parents=True)
+    (tree / "dialog" / "dialog.jsonl").write_text("{}\n")
+    tree.chmod(0o700)  # root-owned and closed, as at the end of the agent phase
+    hand_over(tree, HOST_UID, HOST_UID, include_self=True)
+    for path in (tree, tree / "dialog", tree / "dialog" / "dialog.jsonl"):
+        assert path.stat().st_uid == HOST_UID, path
+    assert stat.S_IMODE(tree.stat().st_mode) == 0o700
+
+
+def _remove_deep(top: Path) -> None:
+    """Remove a tree too deep for shutil.rmtree (pytest's clean-up), one descriptor at a time."""
+    names: list[str] = []
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        while True:
+            folder = None
+            for name in [entry.name for entry in os.scandir(fd)]:
+                if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    folder = name
+                    break
+                os.unlink(name, dir_fd=fd)
+            if folder is not None:
+                child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(folder)
+                continue
+            if not names:
+                return
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def deep_tree(tmp_path: Path) -> Iterator[Path]:
+    """An empty folder for a deep tree, removed afterwards whatever the test left in it."""
+    tree = tmp_path / "archive"
+    tree.mkdir()
+    yield tree
+    _remove_deep(tree)
+
+
+@needs_root
+def test_handing_over_tames_a_tree_of_any_depth_with_one_descriptor(deep_tree: Path) -> None:
+    depth = 1500  # deeper than Python's recursion limit and than PATH_MAX allows as one path
+    fd = os.open(deep_tree, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.symlink("/etc/shadow", "link", dir_fd=fd)
+    leaf = os.open("suid", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.fchmod(leaf, 0o4777)
+    os.close(leaf)
+    os.close(fd)
+    descriptors = Path("/proc/self/fd")
+    before = len(list(descriptors.iterdir()))
+    done = hand_over(deep_tree, HOST_UID, HOST_UID)
+    assert len(list(descriptors.iterdir())) == before
+    assert done.removed_count == 1
+    assert done.removed[0].startswith("[...]d/d/")
+    assert done.removed[0].endswith("/d/link (a link to /etc/shadow)")
+    fd = os.open(deep_tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            assert os.fstat(fd).st_uid == HOST_UID
+        assert [entry.name for entry in os.scandir(fd)] == ["suid"]
+        leaf_info = os.stat("suid", dir_fd=fd)
+        assert (leaf_info.st_uid, stat.S_IMODE(leaf_info.st_mode)) == (HOST_UID, 0o755)
+    finally:
+        os.close(fd)
 
 
 def test_a_crash_of_the_entrypoint_still_leaves_an_error_grade_and_the_marker(

@@ -36,7 +36,11 @@ from ssebench.daemon.evaluator import (
     main,
     write_result,
 )
-from ssebench.daemon.evaluator._files import MAX_ARCHIVED_FILE, write_source_archive
+from ssebench.daemon.evaluator._files import (
+    MAX_ARCHIVED_FILE,
+    link_stays_inside,
+    write_source_archive,
+)
 from ssebench.spec import PatchResult, Result, RuntimeResult, read_json
 
 from .conftest import Running
@@ -54,8 +58,10 @@ class FakeGrading:
         source: str = "/nonexistent",
         prepare: Exception | None = None,
         on_call: Callable[[str], None] | None = None,
+        unrunnable: frozenset[str] = frozenset(),
     ) -> None:
         self.codes = codes or {}
+        self.unrunnable = unrunnable
         self.caps = caps or CapabilitiesResponse(
             can_build=True,
             can_run_poc=True,
@@ -98,6 +104,13 @@ class FakeGrading:
         self.limits[name] = (request.timeout, timeout)
         if self.on_call:
             self.on_call(name)
+        if name in self.unrunnable:  # as the daemon answers when exec fails
+            return BencherResponse(
+                code=-1,
+                stdout="",
+                stderr="ssebench: cannot start: No such file or directory\n",
+                runnable=False,
+            )
         code = self.codes.get(name, 0)
         return BencherResponse(code=code, stdout=f"{name} out\n", stderr=f"{name} err\n")
 
@@ -157,7 +170,25 @@ def test_a_task_without_checks_grades_as_an_error() -> None:
     )
     result = grade(FakeGrading(caps=caps), Deadline(60)).patch_result()
     assert result.status == "error"
+    assert result.error_source == "task"
     assert result.error_msg == "no check ran: the task has none"
+
+
+@pytest.mark.parametrize("check", ["build", "run_poc:1", "function_test", "intent_test"])
+def test_a_check_whose_script_cannot_be_executed_is_an_error_of_the_task(check: str) -> None:
+    api = FakeGrading({"run_poc:0": 1}, unrunnable=frozenset({check}))
+    result = grade(api, Deadline(60)).patch_result()
+    assert api.calls[-1] == check, "grading stops at a broken task"
+    assert result.status == "error"
+    assert result.error_source == "task"
+    action = check.split(":")[0]
+    assert result.error_msg == f"the task is broken: its {action} check cannot execute its script"
+    assert "cannot start: No such file or directory" in (result.error_log or "")
+
+
+def test_a_check_that_runs_and_fails_is_failed_with_no_error_source() -> None:
+    result = grade(FakeGrading({"function_test": 2}), Deadline(60)).patch_result()
+    assert (result.status, result.error_source) == ("failed", None)
 
 
 def test_only_the_checks_the_task_has_run_and_the_rest_stay_null() -> None:
@@ -182,6 +213,7 @@ def test_a_refused_prepare_grading_is_an_error_that_names_the_reason() -> None:
     )
     result = grade(FakeGrading(prepare=refusal), Deadline(60)).patch_result()
     assert result.status == "error"
+    assert result.error_source == "harness"
     assert result.error_msg is not None and "patch did not apply" in result.error_msg
     assert result.build_success is None
 
@@ -198,6 +230,7 @@ def test_running_out_of_time_is_an_evaluator_timeout_with_the_checks_that_ran() 
     result = found.patch_result()
     assert found.timed_out
     assert result.status == "error"
+    assert result.error_source == "harness"
     assert result.build_success is True
     assert result.pov_total is None
     assert result.error_msg is not None and "time limit" in result.error_msg
@@ -244,6 +277,7 @@ def test_a_request_cut_short_by_the_spent_budget_is_an_evaluator_timeout() -> No
     assert result.error_msg == (
         "the evaluator's time limit (1000 s) ran out while waiting for the daemon"
     )
+    assert result.error_source == "harness"
 
 
 class Hanging(FakeGrading):
@@ -473,19 +507,27 @@ def test_a_crash_is_recorded_as_an_error_with_its_traceback() -> None:
     except ValueError as exc:
         result = crash_result(EvaluatorOptions(agent_exit_code=3), exc)
     assert result.patch_result.status == "error"
+    assert result.patch_result.error_source == "harness"
     assert result.patch_result.error_msg == "the evaluator crashed: ValueError: the evaluator broke"
     assert "Traceback" in (result.patch_result.error_log or "")
     assert result.runtime_result.agent_exit_code == 3
 
 
-def test_the_source_archive_keeps_links_as_links_and_leaves_out_foreign_hard_links(
+def test_the_source_archive_keeps_links_inside_the_tree_and_leaves_out_the_rest(
     tmp_path: Path,
 ) -> None:
     tree = tmp_path / "src"
-    (tree / "dir").mkdir(parents=True)
+    (tree / "dir" / "sub").mkdir(parents=True)
     (tree / "dir" / "a.c").write_text("int a;\n")
+    (tree / "inside-link").symlink_to("dir/a.c")
+    (tree / "dir" / "sub" / "up-link").symlink_to("../../dir/a.c")
     (tree / "passwd-link").symlink_to("/etc/passwd")
     (tree / "dir-link").symlink_to("/etc")
+    (tree / "result-link").symlink_to("../results/result.json")
+    (tree / "dir" / "climb").symlink_to("../../outside")
+    # Each link of this chain stays inside on its own; together they would lead out.
+    (tree / "dir" / "here").symlink_to(".")
+    (tree / "dir" / "chain").symlink_to("here/../..")
     results = tmp_path / "results"
     results.mkdir()
     foreign = tmp_path / "foreign"
@@ -497,13 +539,79 @@ def test_the_source_archive_keeps_links_as_links_and_leaves_out_foreign_hard_lin
     with tarfile.open(path) as tar:
         members = {member.name: member for member in tar.getmembers()}
         assert tar.extractfile("src/dir/a.c").read() == b"int a;\n"  # type: ignore[union-attr]
-    assert members["src/passwd-link"].issym()
-    assert members["src/passwd-link"].linkname == "/etc/passwd"
-    assert members["src/dir-link"].issym()
-    assert not any(name.startswith("src/dir-link/") for name in members)
+    assert members["src/inside-link"].issym()
+    assert members["src/inside-link"].linkname == "dir/a.c"
+    assert members["src/dir/sub/up-link"].linkname == "../../dir/a.c"
+    assert members["src/dir/here"].linkname == "."
+    left_out = [
+        "src/passwd-link",
+        "src/dir-link",
+        "src/result-link",
+        "src/dir/climb",
+        "src/dir/chain",
+    ]
     if os.geteuid() == 0:
-        assert "src/hardlink" not in members
-        assert skipped == ["src/hardlink"]
+        left_out.append("src/hardlink")
+    assert sorted(skipped) == sorted(left_out)
+    assert not set(left_out) & set(members)
+    # Python's own guard for untrusted archives finds nothing to refuse.
+    out = tmp_path / "out"
+    with tarfile.open(path) as tar:
+        tar.extractall(out, filter="data")
+    assert (out / "src" / "dir" / "sub" / "up-link").read_text() == "int a;\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "inside"),
+    [
+        ("src/l", "a/b", True),
+        ("src/l", "./a//b", True),
+        ("src/d/l", "../a", True),
+        ("src/d/e/l", "../../a", True),
+        ("src/l", "..", False),
+        ("src/d/l", "../../a", False),
+        ("src/l", "/etc/passwd", False),
+        ("src/l", "a/../b", False),
+        ("src/l", "", False),
+        ("src", "src", False),
+    ],
+)
+def test_a_link_member_stays_only_when_it_cannot_lead_out(
+    name: str, target: str, inside: bool
+) -> None:
+    assert link_stays_inside(name, target) is inside
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="owning files as the agent and setuid bits need root")
+def test_every_member_of_the_source_archive_is_roots_without_special_or_shared_write_bits(
+    tmp_path: Path,
+) -> None:
+    agent = 54322
+    tree = tmp_path / "src"
+    (tree / "shared").mkdir(parents=True)
+    for name, mode in (("suid", 0o4755), ("sgid", 0o2775), ("world", 0o666), ("plain", 0o644)):
+        (tree / name).write_text(name)
+        os.chown(tree / name, agent, agent)
+        (tree / name).chmod(mode)
+    (tree / "shared").chmod(0o1777)
+    for path in (tree, tree / "shared"):
+        os.chown(path, agent, agent)
+    results = tmp_path / "results"
+    results.mkdir()
+    path, skipped = write_source_archive(tree, results)
+    assert skipped == []
+    with tarfile.open(path) as tar:
+        members = {member.name: member for member in tar.getmembers()}
+    assert {name: oct(member.mode) for name, member in members.items()} == {
+        "src": "0o755",
+        "src/shared": "0o755",
+        "src/suid": "0o755",
+        "src/sgid": "0o755",
+        "src/world": "0o644",
+        "src/plain": "0o644",
+    }
+    for member in members.values():
+        assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
 
 
 def test_the_source_archive_leaves_out_files_past_the_size_limit(tmp_path: Path) -> None:
@@ -604,6 +712,18 @@ def test_a_patch_that_makes_a_poc_hang_fails_that_poc_within_the_budget_on_the_r
     assert "extracting" in (patch.error_log or "")
     assert "the time limit of this request" in (patch.error_log or "")
     assert tagged(running.privileges.extra_env[TAG]) == []
+
+
+def test_a_script_whose_interpreter_is_missing_is_an_error_of_the_task_on_the_real_daemon(
+    running: Running,
+) -> None:
+    build = running.config.task_dir / "scripts" / "build.sh"
+    write_script(build, "#!/nonexistent/interpreter\necho never\n")
+    result = evaluate(_options(running), say=lambda _: None)
+    assert result.patch_result.status == "error"
+    assert result.patch_result.error_source == "task"
+    assert result.patch_result.build_success is None
+    assert "cannot start" in (result.patch_result.error_log or "")
 
 
 def test_the_command_line_records_an_error_when_no_daemon_answers(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ def test_the_cli_prints_the_grade_and_the_run_directory(fake: FakeBackend, cli: 
         "agent dummy 1.0",
         "model none",
         "status passed",
+        "outcome passed",
         "build passed",
         "poc 2 of 2 fixed",
         "function_test passed",

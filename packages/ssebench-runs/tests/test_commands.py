@@ -379,3 +379,16 @@ def test_ctrl_c_while_following_logs_ends_quietly_with_130(
     use_backend(seeded(_Interrupted(), [fake_run("r1")]))
     outcome = invoke("logs", "r1", "--follow")
     assert (outcome.code, outcome.out, outcome.err) == (130, "before Ctrl-C\n", "")
+
+
+class _Hostile(FakeBackend):
+    def logs(self, handle: RunHandle, follow: bool = False) -> Iterator[str]:
+        yield "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\rover\x08\x00written\tok"
+
+
+def test_logs_reach_the_terminal_without_control_characters(
+    invoke: Invoke, use_backend: UseBackend
+) -> None:
+    use_backend(seeded(_Hostile(), [fake_run("r1")]))
+    outcome = invoke("logs", "r1")
+    assert outcome.out == "redoverwritten\tok\n"

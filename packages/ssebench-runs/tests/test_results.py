@@ -15,10 +15,15 @@ from .conftest import Invoke
 
 
 def summary(
-    run_id: str, started_at: str, *, status: str = "passed", agent: str = "probe"
+    run_id: str,
+    started_at: str,
+    *,
+    status: str = "passed",
+    agent: str = "probe",
+    outcome: str | None = None,
 ) -> dict[str, Any]:
-    """A summary.json as the runner writes it."""
-    return {
+    """A summary.json as the runner writes it (`outcome` left out: as before it existed)."""
+    written = {
         "task": "probe-task",
         "config": {
             "agent": agent,
@@ -47,6 +52,9 @@ def summary(
         "spend": 0.25,
         "field_of_a_newer_runner": {"kept": True},
     }
+    if outcome is not None:
+        written["outcome"] = outcome
+    return written
 
 
 def record(
@@ -69,7 +77,7 @@ def results(tmp_path: Path) -> Path:
     """Two good runs, one of another agent, and every kind of file that is not a summary."""
     root = tmp_path / "results"
     record(root, "old", summary("old", "2025-01-01T10:00:00+00:00", status="failed"))
-    record(root, "new", summary("new", "2025-03-01T10:00:00+00:00"))
+    record(root, "new", summary("new", "2025-03-01T10:00:00+00:00", outcome="agent_timeout"))
     record(root, "mid", summary("mid", "2025-02-01T10:00:00+00:00", agent="other"), agent="other")
     record(root, "corrupt", b'{"task": "probe-task", "config": ')
     record(root, "foreign", {"hello": "world"})
@@ -105,6 +113,7 @@ def test_results_lists_each_finished_run_once_newest_first(invoke: Invoke, resul
         "agent": "probe",
         "model": "none",
         "status": "passed",
+        "outcome": "agent_timeout",
         "checks": {
             "build": "passed",
             "poc": "failed",
@@ -116,6 +125,7 @@ def test_results_lists_each_finished_run_once_newest_first(invoke: Invoke, resul
         "started_at": "2025-03-01T10:00:00+00:00",
         "run_dir": str(results.absolute() / "probe-task" / "none" / "probe" / "new"),
     }
+    assert runs[1]["outcome"] is None, "a run recorded before outcomes existed has none"
 
 
 def test_results_skips_corrupt_and_foreign_files_with_one_warning_each(
@@ -155,6 +165,8 @@ def test_results_shows_a_table_for_people(invoke: Invoke, results: Path, columns
     assert [line.split()[0] for line in lines[1:]] == ["new", "mid", "old"]
     assert "1/2" in lines[1]
     assert "2025-03-01 10:00:00" in lines[1]
+    assert "agent_timeout" in lines[1]
+    assert "OUTCOME" in lines[0]
     assert "…" not in outcome.out
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import msgspec
@@ -105,6 +106,8 @@ EXAMPLES: list[msgspec.Struct] = [
     CONFIG,
     PATCH,
     RuntimeResult(agent_duration=1.5, agent_timeout=True, agent_exit_code=124),
+    RuntimeResult(stopped_by="SIGTERM"),
+    PatchResult(status="error", error_msg="no check ran", error_source="task"),
     Result(patch_result=PATCH, runtime_result=RuntimeResult(), config=CONFIG),
     Summary(
         task="demo-task",
@@ -113,6 +116,7 @@ EXAMPLES: list[msgspec.Struct] = [
         runtime_result=RuntimeResult(),
         run_id="r1",
         started_at="2026-11-29T00:00:00Z",
+        outcome="agent_timeout",
     ),
     task_config(),
     TASK,
@@ -120,6 +124,8 @@ EXAMPLES: list[msgspec.Struct] = [
     run_spec(),
     run_spec().record(),
 ]
+
+EXAMPLES_BY_TYPE = {type(value).__name__: value for value in EXAMPLES}
 
 
 @pytest.mark.parametrize("value", EXAMPLES, ids=lambda value: type(value).__name__)
@@ -207,3 +213,46 @@ def test_the_on_disk_record_mirrors_every_field_of_the_run_spec_but_the_values()
     spec_fields = [name for name in RunSpec.__struct_fields__ if name != "env"]
     record_fields = [name for name in RunRecord.__struct_fields__ if name != "env_names"]
     assert spec_fields == record_fields
+
+
+def test_results_written_before_outcomes_and_error_sources_still_decode() -> None:
+    old = {
+        "task": "demo-task",
+        "config": msgspec.to_builtins(CONFIG),
+        "patch_result": {"status": "error", "error_msg": "the run left no result.json"},
+        "runtime_result": {"agent_timeout": False},
+        "run_id": "r1",
+        "started_at": "2026-11-29T00:00:00Z",
+    }
+    summary = decode_json(msgspec.json.encode(old), Summary)
+    assert summary.outcome is None
+    assert summary.patch_result.error_source is None
+    assert summary.runtime_result.stopped_by is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("outcome", "retried"), ("outcome", "error"), ("error_source", "agent")],
+)
+def test_an_outcome_or_error_source_outside_the_fixed_set_is_refused(
+    field: str, value: str
+) -> None:
+    data = msgspec.to_builtins(EXAMPLES_BY_TYPE["Summary"])
+    if field == "outcome":
+        data["outcome"] = value
+    else:
+        data["patch_result"]["error_source"] = value
+    with pytest.raises(DecodeError):
+        decode_json(msgspec.json.encode(data), Summary)
+
+
+def test_the_outcomes_are_the_designs_seven_in_their_order() -> None:
+    assert typing.get_args(ssebench.spec.Outcome) == (
+        "stopped",
+        "infra_error",
+        "grader_error",
+        "budget_exceeded",
+        "agent_timeout",
+        "passed",
+        "failed",
+    )

@@ -123,6 +123,7 @@ class _Check:
                 )
             except OSError as exc:
                 output = _daemon_output(argv, f"cannot start: {exc.strerror or exc}", runner.limit)
+                output.runnable = exc.filename != argv[0]  # the program, not the cwd or a fork
         if output.timed_out:
             output.code = -1
             output.stderr.write(
@@ -190,6 +191,7 @@ def _response(output: RunOutput, *, note: str | None = None) -> BencherResponse:
         stderr=stderr,
         truncated=output.truncated,
         timed_out=output.timed_out,
+        runnable=output.runnable,
     )
 
 
@@ -335,6 +337,7 @@ class CheckRunner:
             stderr=stderr,
             truncated=any(out.truncated for _, out in outputs),
             timed_out=any(out.timed_out for _, out in outputs),
+            runnable=all(out.runnable for _, out in outputs),
         )
 
     def _select_pocs(self, poc: str | int | None) -> list[str]:

@@ -157,7 +157,14 @@ class BencherRequest(Message, frozen=True):
 
 
 class BencherResponse(ToolOutput, frozen=True):
-    """The check's exit status and output."""
+    """The check's exit status and output.
+
+    `runnable` is False when the daemon could not execute a program of the
+    check (its script, or the interpreter the script names): a fault of the
+    task's image, never of the agent's patch; grading records a broken task.
+    """
+
+    runnable: bool = True
 
 
 # Admin ------------------------------------------------------------------------

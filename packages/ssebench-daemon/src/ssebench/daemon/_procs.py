@@ -170,6 +170,8 @@ class RunOutput:
     timed_out: bool = False
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    runnable: bool = True
+    """False when the program itself could not be executed (not its working directory)."""
 
     @property
     def truncated(self) -> bool:

@@ -28,6 +28,7 @@ from ssebench.spec import (
     encode_json,
     get_backend,
 )
+from ssebench.spec.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -192,13 +193,14 @@ def summary_table(summary: Summary, plan: RunPlan) -> Table:
         ("agent", Text(f"{summary.config.agent} {plan.agent.version}")),
         ("model", Text(summary.config.model)),
         ("status", Text(result.status, style=_STATUS_STYLE[result.status])),
+        ("outcome", Text(summary.outcome or "-")),
         ("build", Text(_check(result.build_success))),
         ("poc", Text(_pocs(result))),
         ("function_test", Text(_check(result.func_test_success))),
         ("intent_test", Text(_check(result.intent_test_success))),
     ]
     if result.error_msg:
-        rows.append(("error", Text(result.error_msg, style="yellow")))
+        rows.append(("error", Text(terminal_safe(result.error_msg), style="yellow")))
     rows.append(("run directory", Text(str(_relative(plan.run_dir)))))
     for name, value in rows:
         table.add_row(name, value)

@@ -1,4 +1,11 @@
-"""What the commands print, and where: results on stdout, everything else on stderr."""
+"""What the commands print, and where: results on stdout, everything else on stderr.
+
+Messages may quote what a run produced (an engine's error, a path in the
+agent's tree): every line printed here goes through `terminal_safe`, so no
+control character reaches the terminal (DESIGN.md §4, "What reaches the
+host is tamed"). The container's own output is filtered by the backend that
+streams it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from typing import NoReturn
 
 import click
 import typer
+
+from ssebench.spec.terminal import terminal_safe
 
 PROGRAM = "ssebench"
 """How every line ssebench prints on stderr starts."""
@@ -26,7 +35,7 @@ def fail(message: str, status: int = 1) -> NoReturn:
     Raises:
         typer.Exit: always, with `status`.
     """
-    click.echo(f"{PROGRAM}: {message}", err=True)
+    click.echo(f"{PROGRAM}: {terminal_safe(message)}", err=True)
     raise typer.Exit(status)
 
 
@@ -35,7 +44,7 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            click.echo(f"{PROGRAM}: {self.format(record)}", err=True)
+            click.echo(f"{PROGRAM}: {terminal_safe(self.format(record))}", err=True)
         except Exception:
             self.handleError(record)
 

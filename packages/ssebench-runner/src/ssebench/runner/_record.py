@@ -1,7 +1,8 @@
 """Recording a run in its directory: result.json, summary.json, run.json, reference.patch.
 
 Every run is recorded, also one that failed to start, was stopped, or left
-no grade: it then gets status `error` and a reason.
+no grade: it then gets status `error` and a reason. Every summary says how
+the run ended in one word, its `outcome` (`outcome_of`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ssebench.runner._run_dir import REFERENCE_FILE, RESULT_FILE, RUN_FILE, SUMM
 from ssebench.runner._signals import signal_name
 from ssebench.spec import (
     DecodeError,
+    Outcome,
     PatchResult,
     Result,
     RunSpec,
@@ -131,14 +133,52 @@ def no_grade_reason(ending: RunEnding, why: str) -> str:
     return "; ".join(parts)
 
 
+def outcome_of(ending: RunEnding, result: Result) -> Outcome:
+    """How the run ended (DESIGN.md §5): exactly one outcome, decided in this order.
+
+    - `stopped`: the runner stopped the run on a signal, or the run's container
+      says a stop signal ended it before its grade (`runs stop`, the engine)
+      while the runner itself saw nothing fail (a run the runner stops because
+      it cannot watch it is an `infra_error`);
+    - `infra_error`: the grade is `error` for a reason of the harness or the
+      engine (no grade at all, a failed start, a crash, the evaluator's
+      timeout, a lost daemon; a grade without a source is read as this);
+    - `grader_error`: the grade is `error` because the task is broken
+      (`error_source` `task`: a check's script cannot be executed, no check);
+    - `budget_exceeded`: the agent's model budget ran out; its patch is graded
+      and the grade kept beside the outcome;
+    - `agent_timeout`: the agent reached its time limit; its patch is graded
+      and the grade kept beside the outcome;
+    - else the grade: `passed` or `failed`.
+
+    Args:
+        ending: how the run's container ended, as the runner saw it.
+        result: the grade as recorded (the runner's `error` grade when the run left none).
+
+    Returns:
+        The outcome.
+    """
+    patch, runtime = result.patch_result, result.runtime_result
+    if ending.stopped_by is not None or (runtime.stopped_by is not None and not ending.failure):
+        return "stopped"
+    if patch.status == "error":
+        return "grader_error" if patch.error_source == "task" else "infra_error"
+    # `budget_exceeded` comes before `agent_timeout` once something can report it: the
+    # model gateway (a later issue) will record an exhausted budget in the run's
+    # results. Until then nothing reports one, and no run gets this outcome.
+    if runtime.agent_timeout:
+        return "agent_timeout"
+    return patch.status
+
+
 def record_run(
     plan: RunPlan, ending: RunEnding, *, started_at: str, reference_patch: Path | None
 ) -> Summary:
     """Record a finished run in its directory.
 
     Adds `config` to `result.json` (writing an `error` grade with the reason
-    when the run left none), writes `summary.json`, and copies the task's
-    reference patch in as `reference.patch`.
+    when the run left none), writes `summary.json` with the run's outcome
+    (`outcome_of`), and copies the task's reference patch in as `reference.patch`.
 
     Args:
         plan: the run.
@@ -158,7 +198,7 @@ def record_run(
         reason = no_grade_reason(ending, read)
         log.warning("the run has no grade: %s", reason)
         result = Result(
-            patch_result=PatchResult(status="error", error_msg=reason),
+            patch_result=PatchResult(status="error", error_msg=reason, error_source="harness"),
             runtime_result=RuntimeResult(),
             config=plan.config,
         )
@@ -177,6 +217,7 @@ def record_run(
         run_id=plan.run_id,
         started_at=started_at,
         spend=None,
+        outcome=outcome_of(ending, result),
     )
     write_json(run_dir / SUMMARY_FILE, summary)
     if reference_patch is not None:

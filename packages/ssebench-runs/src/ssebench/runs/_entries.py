@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ssebench.spec import Message, RunInfo, RunState, Status, labels
+from ssebench.spec import Message, Outcome, RunInfo, RunState, Status, labels
 
 
 class RunEntry(Message, kw_only=True, frozen=True):
@@ -65,6 +65,8 @@ class FinishedRun(Message, kw_only=True, frozen=True):
     agent: str
     model: str
     status: Status
+    outcome: Outcome | None
+    """How the run ended (`summary.json` `outcome`); None for runs recorded before it existed."""
     checks: Checks
     started_at: str
     run_dir: str

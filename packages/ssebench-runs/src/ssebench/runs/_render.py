@@ -15,6 +15,14 @@ _UNLIMITED: Final = 100_000
 """A width no table reaches: measuring with it gives a table's natural width."""
 _STATE_STYLE: Final = {"running": "bold green", "created": "cyan", "exited": "dim"}
 _STATUS_STYLE: Final = {"passed": "bold green", "failed": "bold red", "error": "bold yellow"}
+_OUTCOME_STYLE: Final = {
+    **_STATUS_STYLE,
+    "stopped": "dim",
+    "infra_error": "bold yellow",
+    "grader_error": "bold magenta",
+    "budget_exceeded": "red",
+    "agent_timeout": "red",
+}
 _CHECK_MARK: Final[dict[CheckOutcome, Text]] = {
     "passed": Text("ok", style="green"),
     "failed": Text("FAIL", style="red"),
@@ -79,7 +87,7 @@ def run_table(run: RunEntry) -> Table:
 def results_table(runs: Sequence[FinishedRun]) -> Table:
     """The finished runs of `runs results`, newest first, with each check's outcome."""
     table = Table(box=None)
-    for heading in ("RUN ID", "STARTED", "TASK", "AGENT", "MODEL", "STATUS"):
+    for heading in ("RUN ID", "STARTED", "TASK", "AGENT", "MODEL", "STATUS", "OUTCOME"):
         table.add_column(heading, no_wrap=True)
     for heading in ("BUILD", "POC", "FUNC", "INTENT"):
         table.add_column(heading, justify="center", no_wrap=True)
@@ -95,6 +103,7 @@ def results_table(runs: Sequence[FinishedRun]) -> Table:
             Text(run.agent),
             Text(run.model),
             Text(run.status, style=_STATUS_STYLE.get(run.status, "")),
+            Text(run.outcome or "-", style=_OUTCOME_STYLE.get(run.outcome or "", "")),
             _CHECK_MARK[checks.build],
             poc,
             _CHECK_MARK[checks.function_test],

@@ -99,6 +99,7 @@ def finished_run(summary: Summary, run_dir: str) -> FinishedRun:
         agent=summary.config.agent,
         model=summary.config.model,
         status=summary.patch_result.status,
+        outcome=summary.outcome,
         checks=checks_of(summary.patch_result),
         started_at=summary.started_at,
         run_dir=run_dir,

@@ -112,12 +112,18 @@ def logs_command(
     ] = False,
     backend: BackendOption = DEFAULT_BACKEND,
 ) -> None:
-    """Print the run's output, stdout and stderr together."""
+    """Print the run's output, stdout and stderr together.
+
+    Control characters (escape sequences, carriage returns, ...) the run
+    printed are stripped: what reaches a terminal is tamed (DESIGN.md §4).
+    """
+    from ssebench.spec.terminal import terminal_safe
+
     with reported():
         chosen, run = _backend_and_run(backend, run_id)
         out = sys.stdout
         for line in chosen.logs(run.handle, follow=follow):
-            out.write(line + "\n")
+            out.write(terminal_safe(line) + "\n")
             if follow:
                 out.flush()
         out.flush()
@@ -261,7 +267,8 @@ def results_command(
 
     Reads the summary.json files only: needs no backend. A file that is not a
     run's summary is skipped with a warning. --json prints a list of
-    {"run_id", "task", "agent", "model", "status", "checks", "started_at", "run_dir"}.
+    {"run_id", "task", "agent", "model", "status", "outcome", "checks", "started_at",
+    "run_dir"}; "outcome" is null for runs recorded before outcomes existed.
     """
     from ssebench.runs._console import warn
     from ssebench.runs._results import scan_results

@@ -2,10 +2,11 @@
 
 Everything that crosses a process or package boundary is one of these msgspec
 Structs, encoded as JSON. Container paths, users and environment names live in
-`ssebench.spec.contract`, label names in `ssebench.spec.labels`.
+`ssebench.spec.contract`, label names in `ssebench.spec.labels`, and the filter
+that makes a run's output safe for a terminal in `ssebench.spec.terminal`.
 """
 
-from ssebench.spec import contract, labels
+from ssebench.spec import contract, labels, terminal
 from ssebench.spec._backend import Backend
 from ssebench.spec._base import Message, UserInput
 from ssebench.spec._codec import decode_json, encode_json, load_yaml_file, read_json
@@ -49,7 +50,16 @@ from ssebench.spec._images import (
     registry,
     runtime_version,
 )
-from ssebench.spec._results import PatchResult, Result, RunConfig, RuntimeResult, Status, Summary
+from ssebench.spec._results import (
+    ErrorSource,
+    Outcome,
+    PatchResult,
+    Result,
+    RunConfig,
+    RuntimeResult,
+    Status,
+    Summary,
+)
 from ssebench.spec._run import (
     Egress,
     Mode,
@@ -92,6 +102,7 @@ __all__ = [
     "DatasetConfig",
     "DecodeError",
     "Egress",
+    "ErrorSource",
     "ImageRequest",
     "ImageUnavailableError",
     "Images",
@@ -99,6 +110,7 @@ __all__ = [
     "Mode",
     "Mount",
     "NetworkPolicy",
+    "Outcome",
     "PatchResult",
     "PlatformNotFoundError",
     "PlatformRefusedError",
@@ -147,6 +159,7 @@ __all__ = [
     "read_json",
     "registry",
     "runtime_version",
+    "terminal",
     "unique_entry_points",
     "validate_task_id",
 ]

@@ -8,6 +8,33 @@ from ssebench.spec._base import Message
 from ssebench.spec._run import Egress, Mode
 
 Status = Literal["passed", "failed", "error"]
+"""A grade's status: `error` means the run says nothing about the agent."""
+
+ErrorSource = Literal["harness", "task"]
+"""Why a grade is `error`: the harness or the engine failed (`harness`), or the task
+itself is broken, e.g. a check's script cannot be started (`task`)."""
+
+Outcome = Literal[
+    "stopped",
+    "infra_error",
+    "grader_error",
+    "budget_exceeded",
+    "agent_timeout",
+    "passed",
+    "failed",
+]
+"""How a run ended, exactly one, decided in this order (DESIGN.md §5):
+
+- `stopped`: a signal or `runs stop` ended it;
+- `infra_error`: the harness or the engine failed; says nothing about the agent;
+- `grader_error`: the task itself is broken (a check's script cannot run);
+- `budget_exceeded`: the agent's model budget ran out (its patch is still graded);
+- `agent_timeout`: the agent reached its time limit (its patch is still graded);
+- `passed` / `failed`: the grade.
+
+Pass rate = passed / (passed + failed + agent_timeout + budget_exceeded);
+`infra_error` is retried, `stopped` and `grader_error` are never counted.
+"""
 
 
 class RunConfig(Message, kw_only=True, frozen=True):
@@ -35,6 +62,9 @@ class PatchResult(Message, kw_only=True, frozen=True):
     intent_test_success: bool | None = None
     error_msg: str | None = None
     error_log: str | None = None
+    error_source: ErrorSource | None = None
+    """Set with status `error`: whose fault it is (None in grades written before it existed,
+    read as `harness`)."""
 
 
 class RuntimeResult(Message, kw_only=True, frozen=True):
@@ -44,6 +74,8 @@ class RuntimeResult(Message, kw_only=True, frozen=True):
     agent_timeout: bool = False
     evaluator_timeout: bool = False
     agent_exit_code: int | None = None
+    stopped_by: str | None = None
+    """The signal (e.g. `SIGTERM`) that stopped the run in its container before it was graded."""
 
 
 class Result(Message, kw_only=True, frozen=True):
@@ -64,3 +96,5 @@ class Summary(Message, kw_only=True, frozen=True):
     run_id: str
     started_at: str
     spend: float | None = None
+    outcome: Outcome | None = None
+    """How the run ended (see `Outcome`); None only in summaries written before it existed."""

@@ -131,3 +131,26 @@ MAX_BODY_BYTES: Final = 1024 * 1024
 
 MAX_STREAM_BYTES: Final = 1024 * 1024
 """Output kept per stream of a script run; the rest is dropped."""
+
+AGENT_OUTPUT_LIMIT: Final = 16 * 1024 * 1024
+"""Bytes of the agent's output (stdout and stderr together) relayed to `agent.log` and
+the container's output; the rest is read and dropped, and one line starting with
+`OUTPUT_CAP_MARKER` says how much. The same bound holds for the evaluator's relayed
+output, and a terminal shows at most this much of a stream (plus SSEBench's own lines)."""
+
+OUTPUT_CAP_MARKER: Final = "[ssebench: output capped"
+"""The stable start of the one line written where capped output was cut, e.g.
+`[ssebench: output capped at 16777216 bytes; 1048576 more bytes dropped]`."""
+
+
+def output_cap_line(limit: int, dropped: int) -> str:
+    """The marker line written where capped output was cut (with its newline).
+
+    Args:
+        limit: how many bytes were kept.
+        dropped: how many bytes after them were dropped.
+
+    Returns:
+        `[ssebench: output capped at <limit> bytes; <dropped> more bytes dropped]` and a newline.
+    """
+    return f"{OUTPUT_CAP_MARKER} at {limit} bytes; {dropped} more bytes dropped]\n"

@@ -53,6 +53,12 @@ _POLL_SECONDS: Final = 0.2
 NO_NETWORK: Final = "none"
 """The engine's name for a container's network mode without any network."""
 
+LOG_CONFIG: Final = {"max-size": "32m", "max-file": "4"}
+"""The engine's log of a run (json-file, which `runs logs` reads back, rotated files
+included) is kept to 4 files of 32 MiB: a second bound, after the entrypoint's cap
+(`contract.AGENT_OUTPUT_LIMIT`), on what the agent's output costs the host's disk
+(DESIGN.md §4, "What reaches the host is tamed": output capped)."""
+
 
 def _create_network(
     client: docker.DockerClient, name: str, run_id: str, egress: Egress
@@ -184,6 +190,9 @@ class DockerBackend(Backend[DockerRunHandle]):
                         mounts=_mounts(spec),
                         network_mode=NO_NETWORK if restricted else network_name,
                         security_opt=["no-new-privileges"],
+                        log_config=docker.types.LogConfig(
+                            type=docker.types.LogConfig.types.JSON, config=dict(LOG_CONFIG)
+                        ),
                     ),
                     platform=spec.platform,
                     stop_signal="SIGTERM",

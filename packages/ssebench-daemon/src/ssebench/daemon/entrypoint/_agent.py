@@ -2,7 +2,8 @@
 
 The agent runs in its own session with stdin closed and an environment built
 for it (never the admin socket, never the SSEBench runtime on PATH). Its
-output goes to `agent.log` and to the container's output. At the time limit,
+output goes to `agent.log` and to the container's output, up to
+`contract.AGENT_OUTPUT_LIMIT` bytes (see `Relay`). At the time limit,
 on a stop signal, and also when it simply exits, its process group is
 killed and then every process of `model` (background jobs, daemons that
 called setsid): nothing of the agent survives the phase.
@@ -103,16 +104,31 @@ class AgentOutcome:
 
 
 class Relay:
-    """Copies the agent's output to agent.log and to the container's output."""
+    """Copies a child's output to its log and to the container's output, capped.
 
-    def __init__(self, pipe: int, log: int, out: int | None) -> None:
+    Integrity rule (DESIGN.md §4, "What reaches the host is tamed": output
+    capped with a marker): the first `limit` bytes reach the log and the
+    container's output (the engine's log, the CLI); the rest is still read,
+    so the writer never blocks on a full pipe, but dropped, and `finish`
+    writes one marker line (`contract.output_cap_line`) to both saying how
+    much. Used for the agent and for the evaluator, whose output names files
+    of the agent's tree.
+    """
+
+    def __init__(
+        self, pipe: int, log: int, out: int | None, limit: int = contract.AGENT_OUTPUT_LIMIT
+    ) -> None:
         self.pipe = pipe
         self.log = log
         self.out = out
+        self.limit = limit
         self.open = True
+        self.passed = 0
+        self.dropped = 0
+        self._ends_line = True
 
     def pump(self) -> None:
-        """Copy what is readable now; notice the end of the output."""
+        """Copy what is readable now (as far as the cap allows); notice the end of the output."""
         try:
             data = os.read(self.pipe, _CHUNK)
         except BlockingIOError:
@@ -122,6 +138,17 @@ class Relay:
         if not data:
             self.open = False
             return
+        room = max(0, self.limit - self.passed)
+        if len(data) > room:
+            self.dropped += len(data) - room
+            data = data[:room]
+        if not data:
+            return
+        self.passed += len(data)
+        self._ends_line = data.endswith(b"\n")
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         _write_all(self.log, data)
         if self.out is not None:
             try:
@@ -135,6 +162,12 @@ class Relay:
         while self.open and time.monotonic() < end:
             if wakeup.wait(end - time.monotonic(), [self.pipe]):
                 self.pump()
+
+    def finish(self) -> None:
+        """Write the marker line if output was dropped (call once, after the last `pump`)."""
+        if self.dropped:
+            line = contract.output_cap_line(self.limit, self.dropped)
+            self._write((line if self._ends_line else "\n" + line).encode())
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -243,6 +276,7 @@ def run_agent(
             say(f"cannot end every process of {model.name}: {exc}")
     children.wait(proc, 5.0, wakeup)
     relay.drain(wakeup, 2.0)
+    relay.finish()
     os.close(read_fd)
     if timed_out:
         say(f"agent stopped at its time limit ({settings.timeout:g} s): exit status {TIMEOUT_EXIT}")

@@ -307,6 +307,7 @@ class Entrypoint:
             ):
                 relay.pump()
         relay.drain(self.wakeup, 1.0)
+        relay.finish()
         if early is not None:
             early.close()
         os.close(read_fd)
@@ -360,20 +361,29 @@ class Entrypoint:
         return True
 
     def _write_error(
-        self, message: str, log: str | None = None, *, evaluator_timeout: bool = False
+        self,
+        message: str,
+        log: str | None = None,
+        *,
+        evaluator_timeout: bool = False,
+        stopped_by: str | None = None,
     ) -> None:
-        """Write an `error` grade with the reason; the agent's figures as far as known."""
+        """Write an `error` grade with the reason (the harness's: the entrypoint knows no
+        other); the agent's figures as far as known; the stop signal, if one ended the run."""
         from ssebench.daemon.evaluator import write_result
         from ssebench.spec import PatchResult, Result, RuntimeResult
 
         agent = self.agent
         result = Result(
-            patch_result=PatchResult(status="error", error_msg=message, error_log=log or None),
+            patch_result=PatchResult(
+                status="error", error_msg=message, error_log=log or None, error_source="harness"
+            ),
             runtime_result=RuntimeResult(
                 agent_duration=round(agent.duration, 3) if agent else None,
                 agent_timeout=agent.timed_out if agent else False,
                 evaluator_timeout=evaluator_timeout,
                 agent_exit_code=agent.exit_code if agent else None,
+                stopped_by=stopped_by,
             ),
         )
         try:
@@ -406,10 +416,17 @@ class Entrypoint:
             except Exception as exc:  # whatever the agent left there, the marker must follow
                 self.say(f"cannot hand {directory} over to uid {self.owner[0]}: {exc}")
                 continue
-            if done.skipped:
+            if done.removed_count:
                 self.say(
-                    f"left alone in {directory} (hard links or not ours): "
-                    + ", ".join(done.skipped[:10])
+                    f"removed from {directory} before the hand-over ({done.removed_count}): "
+                    + ", ".join(done.removed)
+                    + (", ..." if done.removed_count > len(done.removed) else "")
+                )
+            if done.skipped_count:
+                self.say(
+                    f"cannot hand over or remove in {directory} ({done.skipped_count}): "
+                    + ", ".join(done.skipped)
+                    + (", ..." if done.skipped_count > len(done.skipped) else "")
                 )
         try:
             write_marker(settings.results_dir, contract.GRADED_MARKER, f"{status}\n", *self.owner)
@@ -451,7 +468,9 @@ class Entrypoint:
         name = signal.Signals(signum).name
         self.say(f"stopped by {name} during the {self.phase} phase")
         if not self._has_grade():
-            self._write_error(f"the run was stopped by {name} during the {self.phase} phase")
+            self._write_error(
+                f"the run was stopped by {name} during the {self.phase} phase", stopped_by=name
+            )
         self._finish(stop_services=True)
         return 128 + signum
 

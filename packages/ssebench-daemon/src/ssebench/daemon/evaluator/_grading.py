@@ -41,7 +41,7 @@ from ssebench.daemon._messages import (
     PrepareGradingResponse,
     ProjectResponse,
 )
-from ssebench.spec import PatchResult, Status, contract
+from ssebench.spec import ErrorSource, PatchResult, Status, contract
 
 LOG_TAIL_CHARS: Final = 32 * 1024
 """Characters of each output stream kept in `error_log` (its end; the full log is a check log)."""
@@ -71,6 +71,14 @@ class GradingApi(Protocol):
 
 class GradingTimeoutError(TimeoutError):
     """The evaluator's own time limit ran out."""
+
+
+class TaskBrokenError(Exception):
+    """A check could not execute a program of the task (its script or its interpreter)."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
 
 
 class Deadline:
@@ -185,6 +193,7 @@ class Grade:
     error_log: str | None = None
     infrastructure_error: bool = False
     timed_out: bool = False
+    task_broken: bool = False
     notes: list[str] = field(default_factory=list)
 
     def ran_any(self) -> bool:
@@ -216,13 +225,15 @@ class Grade:
             self.error_log = log
 
     def patch_result(self) -> PatchResult:
-        """The grade: `error` when grading itself failed, timed out or ran no check;
-        `passed` when at least one check ran and all that ran passed; else `failed`."""
+        """The grade: `error` when grading itself failed or timed out (source `harness`),
+        or the task is broken or has no check (source `task`); `passed` when at least
+        one check ran and all that ran passed; else `failed`."""
         status: Status
+        source: ErrorSource | None = None
         if self.infrastructure_error or self.timed_out:
-            status = "error"
-        elif not self.ran_any():
-            status = "error"
+            status, source = "error", "harness"
+        elif self.task_broken or not self.ran_any():
+            status, source = "error", "task"
             if self.error_msg is None:
                 self.error_msg = "no check ran: the task has none"
         else:
@@ -236,6 +247,7 @@ class Grade:
             intent_test_success=self.intent_test_success,
             error_msg=self.error_msg,
             error_log=self.error_log,
+            error_source=source,
         )
 
 
@@ -318,6 +330,10 @@ def grade(
     except GradingTimeoutError as exc:
         result.timed_out = True
         result.fail(str(exc))
+    except TaskBrokenError as exc:  # the reason for `error`, whatever failed before it
+        result.task_broken = True
+        result.notes.append(str(exc))
+        result.error_msg, result.error_log = str(exc), exc.log
     except TimeoutError as exc:
         if deadline.spent():
             result.timed_out = True
@@ -370,6 +386,11 @@ def _grade(
             f"{action}{'' if poc is None else f' {poc}'}: code {response.code}"
             + (f", stopped at its limit of {_seconds(limit)}" if response.timed_out else "")
         )
+        if not response.runnable:  # nothing the agent's patch can cause: see BencherResponse
+            raise TaskBrokenError(
+                f"the task is broken: its {action} check cannot execute its script",
+                output_log(response),
+            )
         return Checked(response, limit)
 
     if caps.can_build:

@@ -110,6 +110,7 @@ def crash_result(options: EvaluatorOptions, exc: BaseException) -> Result:
             status="error",
             error_msg=f"the evaluator crashed: {type(exc).__name__}: {exc}",
             error_log=tail(log),
+            error_source="harness",
         ),
         runtime_result=_runtime(options, evaluator_timeout=False),
     )

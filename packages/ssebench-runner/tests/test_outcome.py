@@ -1,0 +1,160 @@
+"""The run's `outcome` in summary.json: one of seven, decided in DESIGN.md §5's order."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ssebench.runner._lifecycle import Runner
+from ssebench.runner._plan import RunPlan
+from ssebench.runner._record import RunEnding, outcome_of
+from ssebench.spec import (
+    BackendError,
+    PatchResult,
+    Result,
+    RuntimeResult,
+    Summary,
+    decode_json,
+)
+
+from .conftest import run_dir
+from .fakes import FAILED_RESULT, PASSED_RESULT, fake_backend, send_signal_when
+
+ENDED = RunEnding(started=True, exit_status=0)
+NOT_STARTED = RunEnding(started=False, failure="the run failed to start: no room")
+SIGNALLED = RunEnding(started=True, exit_status=143, stopped_by=signal.SIGTERM)
+
+
+def result(
+    status: str = "passed",
+    *,
+    source: str | None = None,
+    agent_timeout: bool = False,
+    stopped_by: str | None = None,
+) -> Result:
+    return Result(
+        patch_result=PatchResult(status=status, error_source=source),  # type: ignore[arg-type]
+        runtime_result=RuntimeResult(agent_timeout=agent_timeout, stopped_by=stopped_by),
+    )
+
+
+@pytest.mark.parametrize(
+    ("ending", "grade", "outcome"),
+    [
+        # The grade, when nothing else happened.
+        (ENDED, result("passed"), "passed"),
+        (ENDED, result("failed"), "failed"),
+        # The agent was cut off: its grade is kept beside the outcome.
+        (ENDED, result("passed", agent_timeout=True), "agent_timeout"),
+        (ENDED, result("failed", agent_timeout=True), "agent_timeout"),
+        # Errors: whose fault decides; a grade from before sources existed is the harness's.
+        (ENDED, result("error", source="harness"), "infra_error"),
+        (ENDED, result("error"), "infra_error"),
+        (ENDED, result("error", source="task"), "grader_error"),
+        (ENDED, result("error", source="harness", agent_timeout=True), "infra_error"),
+        (ENDED, result("error", source="task", agent_timeout=True), "grader_error"),
+        (NOT_STARTED, result("error"), "infra_error"),
+        # Stopped: the runner's own signal, or a stop the container recorded (`runs stop`).
+        (SIGNALLED, result("error"), "stopped"),
+        (SIGNALLED, result("passed"), "stopped"),
+        (ENDED, result("error", source="harness", stopped_by="SIGTERM"), "stopped"),
+        (ENDED, result("error", source="task", stopped_by="SIGTERM"), "stopped"),
+        # ... but a run the runner stopped because it lost it failed for the harness.
+        (
+            RunEnding(started=True, failure="the run could not be watched: gone"),
+            result("error", source="harness", stopped_by="SIGTERM"),
+            "infra_error",
+        ),
+    ],
+)  # fmt: skip
+def test_every_ending_maps_to_exactly_one_outcome_in_the_designs_order(
+    ending: RunEnding, grade: Result, outcome: str
+) -> None:
+    assert outcome_of(ending, grade) == outcome
+
+
+def test_an_agent_that_exits_143_itself_is_not_a_stopped_run() -> None:
+    # Only the entrypoint's record of a stop signal counts, never the exit status alone.
+    assert outcome_of(RunEnding(started=True, exit_status=143), result("failed")) == "failed"
+
+
+def read_summary() -> Summary:
+    return decode_json((run_dir() / "summary.json").read_bytes(), Summary)
+
+
+def with_fields(base: dict[str, Any], **sections: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {**base, **{name: {**base[name], **values} for name, values in sections.items()}}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("written", "outcome"),
+    [
+        (json.dumps(PASSED_RESULT).encode(), "passed"),
+        (json.dumps(FAILED_RESULT).encode(), "failed"),
+        (with_fields(FAILED_RESULT, runtime_result={"agent_timeout": True}), "agent_timeout"),
+        (
+            with_fields(PASSED_RESULT, patch_result={"status": "error", "error_source": "task"}),
+            "grader_error",
+        ),
+        (
+            with_fields(PASSED_RESULT, patch_result={"status": "error", "error_source": "harness"}),
+            "infra_error",
+        ),
+        (
+            with_fields(
+                PASSED_RESULT,
+                patch_result={"status": "error", "error_source": "harness"},
+                runtime_result={"stopped_by": "SIGTERM"},
+            ),
+            "stopped",
+        ),
+        (b"", "infra_error"),
+    ],
+)
+def test_the_summary_records_the_outcome_of_what_the_container_left(
+    home: Path, make_plan: Callable[..., RunPlan], written: bytes, outcome: str
+) -> None:
+    summary = Runner(fake_backend(result=written)).run(make_plan())
+    assert summary.outcome == outcome
+    assert read_summary().outcome == outcome
+
+
+def test_an_agent_timeout_keeps_its_grade_beside_the_outcome(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    written = with_fields(PASSED_RESULT, runtime_result={"agent_timeout": True})
+    Runner(fake_backend(result=written)).run(make_plan())
+    summary = read_summary()
+    assert (summary.outcome, summary.patch_result.status) == ("agent_timeout", "passed")
+    assert json.loads((run_dir() / "result.json").read_text())["patch_result"]["status"] == "passed"
+
+
+def test_a_run_that_fails_to_start_is_an_infra_error(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    summary = Runner(fake_backend(fail_start=True)).run(make_plan())
+    assert summary.outcome == "infra_error"
+    assert summary.patch_result.error_source == "harness"
+
+
+def test_a_run_whose_results_cannot_be_collected_is_an_infra_error(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    backend = fake_backend(collect_error=BackendError("the volume is gone"))
+    assert Runner(backend).run(make_plan()).outcome == "infra_error"
+
+
+def test_a_run_the_runner_stops_on_a_signal_is_stopped_even_with_a_grade(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    backend = fake_backend(block_until_stopped=True)
+    send_signal_when(backend.entered("wait"), signal.SIGTERM)
+    summary = Runner(backend).run(make_plan())
+    assert (summary.outcome, summary.patch_result.status) == ("stopped", "passed")
