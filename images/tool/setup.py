@@ -22,6 +22,12 @@ image: no shell, no Python, no shadow utilities (accounts are written to
   has none of its own (and /bin/sh to bash when it has no shell);
 - no world-writable file or folder except sticky folders (e.g. /tmp), no setuid
   or setgid bit in either copy of the project.
+
+With a mode as its argument it serves the agent layer's builds instead
+(ssebench.backends.docker._agent_layer, which states the rule they enforce):
+`open` removes the hidden material from a copy of the tool layer (where an agent's
+Dockerfile runs), `gather` collects SSEBench's own paths from the tool layer, and
+`seal` sweeps an agent layer again once they are back.
 """
 
 from __future__ import annotations
@@ -234,8 +240,11 @@ def disable_sudo_rules(names: set[str]) -> None:
 # --- the file system ----------------------------------------------------------------------
 
 
-def walk(top: Path, device: int) -> Iterator[tuple[str, os.stat_result]]:
-    """Every path under `top` on `device` (top excluded), parents before children."""
+def walk(
+    top: Path, device: int, skip: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under `top` on `device` (top excluded) but `skip` and what is below it,
+    parents before children."""
     stack = [str(top)]
     while stack:
         folder = stack.pop()
@@ -245,18 +254,18 @@ def walk(top: Path, device: int) -> Iterator[tuple[str, os.stat_result]]:
             continue
         for entry in entries:
             info = entry.stat(follow_symlinks=False)
-            if info.st_dev != device:
+            if info.st_dev != device or entry.path in skip:
                 continue
             yield entry.path, info
             if stat.S_ISDIR(info.st_mode):
                 stack.append(entry.path)
 
 
-def sweep() -> None:
-    """Hand uid/gid-1000 files to root; drop o+w everywhere but on sticky folders."""
+def sweep(keep: frozenset[str] = frozenset()) -> None:
+    """Hand uid/gid-1000 files to root; drop o+w everywhere but on sticky folders and `keep`."""
     device = os.lstat("/").st_dev
     owned = writable = 0
-    for path, info in walk(Path("/"), device):
+    for path, info in walk(Path("/"), device, keep):
         if path in ("/proc", "/sys", "/dev"):
             continue
         uid, gid = info.st_uid, info.st_gid
@@ -319,13 +328,40 @@ def link_tools() -> str:
     return git
 
 
-def copy_tree(source: Path, target: Path, owner: tuple[int, int], *, skip_git: bool) -> None:
-    """Copy a tree: modes without o+w, setuid or setgid; times kept; new owner.
+def copy_entry(source: Path, target: Path, info: os.stat_result) -> bool:
+    """Make `target` a copy of one file, link or (empty, 0700) folder; False for anything else."""
+    if stat.S_ISDIR(info.st_mode):
+        target.mkdir(mode=0o700)
+    elif stat.S_ISLNK(info.st_mode):
+        target.symlink_to(source.readlink())
+    elif stat.S_ISREG(info.st_mode):
+        shutil.copyfile(source, target, follow_symlinks=False)
+    else:
+        say(f"leaving out {source} (not a file, folder or link)")
+        return False
+    return True
+
+
+def settle(path: Path, info: os.stat_result, owner: tuple[int, int] | None = None) -> None:
+    """Give a copy the owner, mode and times of `info`; or `owner`, and no o+w, setuid or setgid."""
+    uid, gid = owner or (info.st_uid, info.st_gid)
+    if stat.S_ISLNK(info.st_mode):
+        os.lchown(path, uid, gid)
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    own(path, uid, gid, mode & ~stat.S_IWOTH & ~SPECIAL_BITS if owner else mode)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def copy_tree(
+    source: Path, target: Path, owner: tuple[int, int] | None = None, *, skip_git: bool = False
+) -> None:
+    """Copy a folder's tree, times kept: as it is, or given to `owner` (see `settle`).
 
     Hard links become copies; sockets, FIFOs and devices are left out.
     """
     info = source.lstat()
-    target.mkdir(mode=0o700)
+    copy_entry(source, target, info)
     dirs: list[tuple[Path, os.stat_result]] = [(target, info)]
     for path_text, entry in walk(source, info.st_dev):
         path = Path(path_text)
@@ -333,24 +369,14 @@ def copy_tree(source: Path, target: Path, owner: tuple[int, int], *, skip_git: b
         if skip_git and ".git" in relative.parts:
             continue
         destination = target / relative
-        mode = stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS
+        if not copy_entry(path, destination, entry):
+            continue
         if stat.S_ISDIR(entry.st_mode):
-            destination.mkdir(mode=0o700)
             dirs.append((destination, entry))
-            continue
-        if stat.S_ISLNK(entry.st_mode):
-            destination.symlink_to(path.readlink())
-            os.lchown(destination, *owner)
-            continue
-        if not stat.S_ISREG(entry.st_mode):
-            say(f"leaving out {path} (not a file, folder or link)")
-            continue
-        shutil.copyfile(path, destination, follow_symlinks=False)
-        own(destination, *owner, mode)
-        os.utime(destination, ns=(entry.st_atime_ns, entry.st_mtime_ns))
-    for folder, entry in reversed(dirs):
-        own(folder, *owner, stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS)
-        os.utime(folder, ns=(entry.st_atime_ns, entry.st_mtime_ns))
+        else:
+            settle(destination, entry, owner)
+    for folder, entry in reversed(dirs):  # a folder's time, once nothing more is added to it
+        settle(folder, entry, owner)
 
 
 def run_git(git: str, folder: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -507,17 +533,116 @@ def make_folders(runner_gid: int) -> None:
         make_folder(MODEL_HOME, MODEL_ID, MODEL_ID, PRIVATE)
 
 
-def main() -> int:
+# --- the agent layer (ssebench.backends.docker._agent_layer) --------------------------------
+
+SEAL_DIR = Path("/ssebench-seal")
+SEALED_FOLDERS = (
+    contract.TASK_DIR,
+    contract.REPO_DIR,
+    contract.RUNTIME_DIR,
+    contract.SCRATCH_DIR,
+    contract.SOCKET_DIR,
+    str(Path(contract.RESULTS_DIR).parent),
+    contract.ARCHIVE_DIR,
+)
+"""SSEBench's folders, put back into an agent layer exactly as the tool layer has them."""
+SEALED_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
+"""The accounts, which SSEBench looks its users up in: the tool layer's, where it has them."""
+NEUTRAL_FILES = ("/etc/nsswitch.conf", "/etc/ld.so.preload")
+"""Files that make root's processes load libraries: the tool layer's, or empty."""
+SELF = "ssebench-tool-setup.py"
+
+
+def open_tool_layer() -> None:
+    """The open tool layer, where an agent's Dockerfile runs: no hidden material at all."""
+    for path in (contract.TASK_DIR, contract.REPO_DIR):
+        shutil.rmtree(path)
+    say(f"removed {contract.TASK_DIR} and {contract.REPO_DIR}")
+
+
+def mirror_parents(path: Path, under: Path) -> Path:
+    """Make `path`'s parent folders below `under` as the tool layer has them; `path` there."""
+    for parent in reversed(path.parents[:-1]):
+        target = under / parent.relative_to("/")
+        if parent.is_symlink() or not parent.is_dir():
+            raise SetupError(f"{parent} is not a folder in the tool layer")
+        if not target.exists():
+            copy_entry(parent, target, parent.lstat())
+            settle(target, parent.lstat())
+    return under / path.relative_to("/")
+
+
+def gather_seal() -> None:
+    """In a copy of the tool layer: what an agent layer gets back from it, under /ssebench-seal.
+
+    `clear/` holds an empty file at the path of each of SSEBench's folders, `trees/`
+    those folders, the account files and this script; every parent folder in both has
+    the tool layer's owner and mode. COPYing `clear/` and then `trees/` onto an agent's
+    build puts back exactly what the tool layer has there: a file replaces whatever is at
+    its path (a folder with other files in it, a link), a folder then replaces that file.
+    """
+    clear, trees = SEAL_DIR / "clear", SEAL_DIR / "trees"
+    clear.mkdir(parents=True)
+    trees.mkdir()
+    for name in SEALED_FOLDERS:
+        mirror_parents(Path(name), clear).touch()
+        copy_tree(Path(name), mirror_parents(Path(name), trees))
+    for name in (*SEALED_FILES, *NEUTRAL_FILES):
+        path = Path(name)
+        target = mirror_parents(path, trees)
+        if path.is_file() and not path.is_symlink():
+            copy_entry(path, target, path.lstat())
+            settle(target, path.lstat())
+        elif name in NEUTRAL_FILES:
+            target.touch()
+            own(target, 0, 0, 0o644)
+    shutil.copyfile(__file__, trees / SELF)
+    own(trees / SELF, 0, 0, PRIVATE)
+    say(f"{SEAL_DIR}: {len(SEALED_FOLDERS)} folders and the account files, for agent layers")
+
+
+def seal_agent_layer() -> None:
+    """In an agent layer, with SSEBench's paths back: the tool layer's sweep again.
+
+    The agent's Dockerfile ran as root: model must get no more from it than the tool
+    layer gave (no file of uid/gid 1000 outside model's own places, nothing
+    world-writable but sticky folders), and model's places must still be folders.
+    """
+    config = load_task_config(Path(contract.TASK_CONFIG))
+    places = (Path(config.source), MODEL_HOME, Path(contract.ARCHIVE_DIR))
+    for place in places[:2]:
+        if place.is_symlink() or not place.is_dir():
+            raise SetupError(f"the agent's build replaced {place}, which must stay a folder")
+    sweep(frozenset(str(place) for place in places))
+
+
+def make_tool_layer() -> None:
+    """The tool layer of the case image this runs in (see the module)."""
+    config = load_task_config(Path(contract.TASK_CONFIG))
+    make_tmp()
+    runner_id, gone = create_accounts()
+    disable_sudo_rules(gone - {MODEL, RUNNER})
+    sweep()
+    git = link_tools()
+    make_repositories(config, git)
+    lock_task_folder(config, runner_id)
+    make_folders(runner_id)
+
+
+MODES = {
+    "tool": make_tool_layer,
+    "open": open_tool_layer,
+    "gather": gather_seal,
+    "seal": seal_agent_layer,
+}
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[1] if len(argv) > 1 else "tool"
     try:
-        config = load_task_config(Path(contract.TASK_CONFIG))
-        make_tmp()
-        runner_id, gone = create_accounts()
-        disable_sudo_rules(gone - {MODEL, RUNNER})
-        sweep()
-        git = link_tools()
-        make_repositories(config, git)
-        lock_task_folder(config, runner_id)
-        make_folders(runner_id)
+        if mode not in MODES:
+            raise SetupError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        MODES[mode]()
     except (SetupError, SSEBenchError) as exc:
         print(f"tool layer: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -527,4 +652,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

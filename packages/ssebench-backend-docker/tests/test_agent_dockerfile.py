@@ -20,7 +20,16 @@ from ssebench.backends.docker._agent_dockerfile import (
     check_agent_dockerfile,
     check_dockerfile_text,
 )
-from ssebench.spec import Agent, ImageUnavailableError, find_home, list_agents
+from ssebench.backends.docker._prepare import prepare_run_images
+from ssebench.spec import (
+    Agent,
+    ImageRequest,
+    ImageUnavailableError,
+    default_dataset,
+    find_home,
+    find_task,
+    list_agents,
+)
 
 HOME = find_home(Path(__file__).resolve().parent)
 
@@ -183,3 +192,21 @@ def test_an_agent_without_a_dockerfile_is_refused(tmp_path: Path) -> None:
     agent = Agent(name="empty", version="1", uses_model=False, folder=str(tmp_path))
     with pytest.raises(AgentDockerfileError, match=r"^agent empty: cannot read .*Dockerfile"):
         check_agent_dockerfile(agent)
+
+
+class Untouchable:
+    """An engine client that fails the test when anything uses it."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the engine was used ({name}) before the Dockerfile was checked")
+
+
+def test_a_run_whose_agent_dockerfile_is_refused_builds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text(
+        "ARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nCOPY --from=ssebench/case/demo/x:1 / /x\n"
+    )
+    agent = Agent(name="sneaky", version="1", uses_model=False, folder=str(tmp_path))
+    task = find_task(default_dataset(HOME), "pyarchive-path-traversal")
+    request = ImageRequest(mode="sandbox", task=task, agent=agent)
+    with pytest.raises(AgentDockerfileError, match=r"^agent sneaky: .*Dockerfile line 3: `COPY"):
+        prepare_run_images(Untouchable(), request)  # type: ignore[arg-type]
