@@ -22,7 +22,7 @@ The seal runs none of the agent's code and trusts nothing the agent's build left
   (/ssebench, /ssebench-repo, /opt/ssebench, the scratch, socket, results and
   archive folders) and the account files (/etc/passwd, group, shadow, gshadow;
   /etc/nsswitch.conf and /etc/ld.so.preload, the tool layer's or empty). The
-  classic builder's `COPY --from` keeps owners, modes and times (checked on Docker
+  classic builder's `COPY --from` keeps numeric owners and modes (checked on Docker
   20.10; `tests/images/test_agent_layer.py` pins it).
 - On the agent stage, as root, it COPYs an empty file to each of those folders'
   paths, then the folders themselves: the builder replaces whatever is at a path
@@ -38,12 +38,15 @@ The seal runs none of the agent's code and trusts nothing the agent's build left
   agent's Dockerfile may not set one), so the agent's CMD stays.
 
 What an agent's root build can still do, and why it is left: it can replace any
-program of the case image (the compiler, bash, git), which the checks then run.
-That is inherent to one image holding both the agent and the grader; sidecar mode
-grades in the tool layer itself. Setuid and setgid files it adds give model
-nothing: runs start with no-new-privileges. Sudo rules likewise. Root's Python
-resolves users through the restored account files and nsswitch.conf, whose
-modules (if the case image names any beyond `files`) come from the image.
+program of the case image (the compiler, bash, git), which the checks then run,
+and which SSEBench's root processes run too where they use the image's own (git,
+when the case image has one; the bundled one under /opt/ssebench/tools is put
+back exactly). That is inherent to one image holding both the agent and the
+grader; sidecar mode keeps the agent's image apart from the task's. Setuid and
+setgid files it adds give model nothing: runs start with no-new-privileges; sudo
+rules likewise. Root's Python resolves users through the restored account files
+and nsswitch.conf, whose modules (if the case image names any beyond `files`)
+come from the image.
 
 Each of the three images carries the digest of its inputs (`_build.py`), so an
 unchanged agent layer costs three image inspections and no build.
