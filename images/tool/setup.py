@@ -13,9 +13,9 @@ image: no shell, no Python, no shadow utilities (accounts are written to
 - the project (`source` in /ssebench/config.yaml) moved to root-only
   /ssebench-repo and copied back owned by `model`, as a fresh git repository with
   one commit (nested `.git` folders dropped);
-- /ssebench root:sse-runner 0710: the config and the hidden material (reference
-  patch, PoCs, hidden tests, reports) root-only, scripts and any other support
-  files root:sse-runner (folders 0750);
+- /ssebench root's alone (folders 0700, files 0600, programs 0700): the config,
+  the hidden material (reference patch, PoCs, hidden tests, reports), the scripts
+  and every support file; the daemon stages what a check needs into its copy;
 - /var/lib/ssebench-runner, /run/ssebench, /var/lib/ssebench/results,
   /tmp/sse-archive and model's home;
 - `bash` and `git` from the runtime (/opt/ssebench/tools) linked in when the image
@@ -64,12 +64,9 @@ COMMIT_ENV = {
 }
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID
 # Modes of the container contract (DESIGN.md §4).
-PRIVATE = 0o700  # root-only folders; also model's own
-TASK_FOLDER = 0o710  # /ssebench and the scratch folder: root:sse-runner, enter only
-SUPPORT_FOLDER = 0o750  # scripts/ and support folders: root:sse-runner
-SUPPORT_PROGRAM = 0o750
-SUPPORT_FILE = 0o640
-HIDDEN_FILE = 0o600
+PRIVATE = 0o700  # root-only folders and programs (/ssebench's scripts); also model's own
+HIDDEN_FILE = 0o600  # every other file under /ssebench
+SCRATCH_FOLDER = 0o710  # the scratch folder: root:sse-runner, enter only
 STICKY_SHARED = 0o1777  # /tmp, when the image has none
 
 
@@ -461,47 +458,32 @@ def hidden_files(config: TaskConfig) -> set[str]:
     return {str(PurePosixPath(os.path.normpath(path))) for path in named if path}
 
 
-def lock_task_folder(config: TaskConfig, runner_gid: int) -> None:
-    """Owners and modes of /ssebench (DESIGN.md §4)."""
+def lock_task_folder(config: TaskConfig) -> None:
+    """Owners and modes of /ssebench (DESIGN.md §4): everything root's and root's alone.
+
+    Integrity rule enforced: hidden files are root-only until staged into a check's
+    private copy. Not only the files the config names (reference patch, PoCs, hidden
+    tests, reports) but the scripts and every support file: sse-runner runs a script
+    from its check's own copy, made by the daemon, and cannot read /ssebench at all.
+    Folders are 0700, files 0600, or 0700 where the image had any execute bit (the
+    daemon keeps a script's execute bit when it stages it); links are root's.
+    """
     top = Path(contract.TASK_DIR)
     hidden = hidden_files(config)
-    for name in sorted(hidden - {"config.yaml"}):
+    named = (config.scripts.build, config.scripts.run, config.scripts.test)
+    for name in sorted(hidden - {"config.yaml"} | {path for path in named if path}):
         if not (top / name).is_file():
             raise SetupError(f"{contract.TASK_CONFIG} names {name}, but {top / name} is missing")
-    scripts = {Path(contract.SCRIPTS_DIR)} | {
-        (top / path).parent
-        for path in (config.scripts.build, config.scripts.run, config.scripts.test)
-        if path
-    }
-    for path in (config.scripts.build, config.scripts.run, config.scripts.test):
-        if path and not (top / path).is_file():
-            raise SetupError(f"{contract.TASK_CONFIG} names {path}, but {top / path} is missing")
-    # Bottom-up, so a folder knows whether anything below it is for sse-runner.
-    for folder_text, dirnames, filenames in os.walk(top, topdown=False):
+    for folder_text, dirnames, filenames in os.walk(top):
         folder = Path(folder_text)
-        support = folder in scripts
+        own(folder, 0, 0, PRIVATE)
         for name in filenames + [d for d in dirnames if (folder / d).is_symlink()]:
             path = folder / name
-            relative = str(path.relative_to(top))
             if path.is_symlink():
                 os.lchown(path, 0, 0)
-            elif relative in hidden:
-                own(path, 0, 0, HIDDEN_FILE)
             else:
-                executable = path.stat().st_mode & 0o111
-                own(path, 0, runner_gid, SUPPORT_PROGRAM if executable else SUPPORT_FILE)
-                support = True
-        for name in dirnames:
-            sub = folder / name
-            if not sub.is_symlink() and sub.stat().st_gid == runner_gid:
-                support = True
-        if folder == top:
-            own(folder, 0, runner_gid, TASK_FOLDER)
-        elif support:
-            own(folder, 0, runner_gid, SUPPORT_FOLDER)
-        else:
-            own(folder, 0, 0, PRIVATE)
-    say(f"{top}: {len(hidden)} hidden files root-only, scripts for {RUNNER}")
+                own(path, 0, 0, PRIVATE if path.stat().st_mode & 0o111 else HIDDEN_FILE)
+    say(f"{top}: root's alone ({len(hidden)} hidden files, the scripts and support files)")
 
 
 def make_folder(path: Path, uid: int, gid: int, mode: int) -> None:
@@ -521,7 +503,7 @@ def make_tmp() -> None:
 
 def make_folders(runner_gid: int) -> None:
     """The runtime folders of DESIGN.md §4, and model's home."""
-    make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, TASK_FOLDER)
+    make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, SCRATCH_FOLDER)
     make_folder(Path(contract.SOCKET_DIR), 0, 0, PRIVATE)
     results = Path(contract.RESULTS_DIR)
     make_folder(results.parent, 0, 0, PRIVATE)
@@ -625,7 +607,7 @@ def make_tool_layer() -> None:
     sweep()
     git = link_tools()
     make_repositories(config, git)
-    lock_task_folder(config, runner_id)
+    lock_task_folder(config)
     make_folders(runner_id)
 
 
