@@ -178,14 +178,15 @@ def test_the_refusal_is_an_image_error_the_runner_prints_as_one_line() -> None:
     assert issubclass(AgentDockerfileError, ImageUnavailableError)
 
 
-def test_the_agents_shipped_with_ssebench_and_the_test_agents_are_accepted(
+def test_the_agents_shipped_with_ssebench_and_the_test_agents_are_accepted_but_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SSEBENCH_AGENT_PATH", str(HOME / "tests" / "agents"))
-    agents = list_agents(HOME)
-    assert {"reference", "dummy", "sleeper", "broken-build"} <= {agent.name for agent in agents}
-    for agent in agents:
-        check_agent_dockerfile(agent)
+    agents = {agent.name: agent for agent in list_agents(HOME)}
+    for name in ("reference", "dummy", "sleeper", "broken-build"):
+        check_agent_dockerfile(agents[name])
+    with pytest.raises(AgentDockerfileError, match="line 4: `COPY --from=ssebench/case/"):
+        check_agent_dockerfile(agents["names-case-image"])
 
 
 def test_an_agent_without_a_dockerfile_is_refused(tmp_path: Path) -> None:
