@@ -120,7 +120,7 @@ REFUSED = {
         "# escape=`\nARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nRUN echo \\\nFROM case\n",
         5,
     ),
-    "an escape directive after syntax, which Docker 23+ honours": (
+    "an escape directive after syntax, which newer parsers honour": (
         "# syntax=docker/dockerfile:1\n# escape=`\nARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\n"
         "RUN echo \\\nFROM case\n",
         6,

@@ -69,9 +69,10 @@ _WORD_SPACE: Final = re.compile(r"[\t\v\f\r ]+")
 _DIRECTIVE: Final = re.compile(
     r"#[\t\n\f\r ]*([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*\Z"
 )
-"""A parser directive as Docker 23 and later read it (`syntax`, `escape`, `check`)."""
+"""A parser directive as newer parsers read it (`syntax`, `escape`, `check`); the Docker
+20.10.24 of Debian 12 is one of them."""
 _OLD_ESCAPE_DIRECTIVE: Final = re.compile(r"#[ \t]*escape[ \t]*=[ \t]*(.).*\Z")
-"""The escape directive as Docker 20.10 reads it (on the lower-cased line; any other line,
+"""The escape directive as older parsers read it (on the lower-cased line; any other line,
 `# syntax=` included, ends the directives)."""
 _KNOWN_DIRECTIVES: Final = frozenset({"syntax", "escape", "check"})
 _ESCAPES: Final = ("\\", "`")
@@ -102,7 +103,7 @@ class Reading:
 
     escape: str
     strict_continuation: bool
-    """Docker 23 and later: an escape character preceded by another does not continue."""
+    """Newer parsers: an escape character preceded by another does not continue the line."""
 
 
 class _Refusal(Exception):
