@@ -38,7 +38,7 @@ from pathlib import Path
 import docker
 
 from ssebench.backends.docker import case_image_name
-from ssebench.backends.docker._prepare import agent_image_name
+from ssebench.backends.docker._agent_layer import agent_image_name
 from ssebench.spec import Task, find_agent, find_home, find_task
 
 HOME = find_home(Path(__file__).resolve().parent)

@@ -13,15 +13,21 @@ image: no shell, no Python, no shadow utilities (accounts are written to
 - the project (`source` in /ssebench/config.yaml) moved to root-only
   /ssebench-repo and copied back owned by `model`, as a fresh git repository with
   one commit (nested `.git` folders dropped);
-- /ssebench root:sse-runner 0710: the config and the hidden material (reference
-  patch, PoCs, hidden tests, reports) root-only, scripts and any other support
-  files root:sse-runner (folders 0750);
+- /ssebench root's alone (folders 0700, files 0600, programs 0700): the config,
+  the hidden material (reference patch, PoCs, hidden tests, reports), the scripts
+  and every support file; the daemon stages what a check needs into its copy;
 - /var/lib/ssebench-runner, /run/ssebench, /var/lib/ssebench/results,
   /tmp/sse-archive and model's home;
 - `bash` and `git` from the runtime (/opt/ssebench/tools) linked in when the image
   has none of its own (and /bin/sh to bash when it has no shell);
 - no world-writable file or folder except sticky folders (e.g. /tmp), no setuid
   or setgid bit in either copy of the project.
+
+With a mode as its argument it serves the agent layer's builds instead
+(ssebench.backends.docker._agent_layer, which states the rule they enforce):
+`open` removes the hidden material from a copy of the tool layer (where an agent's
+Dockerfile runs), `gather` collects SSEBench's own paths from the tool layer, and
+`seal` sweeps an agent layer again once they are back.
 """
 
 from __future__ import annotations
@@ -58,12 +64,9 @@ COMMIT_ENV = {
 }
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID
 # Modes of the container contract (DESIGN.md §4).
-PRIVATE = 0o700  # root-only folders; also model's own
-TASK_FOLDER = 0o710  # /ssebench and the scratch folder: root:sse-runner, enter only
-SUPPORT_FOLDER = 0o750  # scripts/ and support folders: root:sse-runner
-SUPPORT_PROGRAM = 0o750
-SUPPORT_FILE = 0o640
-HIDDEN_FILE = 0o600
+PRIVATE = 0o700  # root-only folders and programs (/ssebench's scripts); also model's own
+HIDDEN_FILE = 0o600  # every other file under /ssebench
+SCRATCH_FOLDER = 0o710  # the scratch folder: root:sse-runner, enter only
 STICKY_SHARED = 0o1777  # /tmp, when the image has none
 
 
@@ -234,8 +237,11 @@ def disable_sudo_rules(names: set[str]) -> None:
 # --- the file system ----------------------------------------------------------------------
 
 
-def walk(top: Path, device: int) -> Iterator[tuple[str, os.stat_result]]:
-    """Every path under `top` on `device` (top excluded), parents before children."""
+def walk(
+    top: Path, device: int, skip: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path under `top` on `device` (top excluded) but `skip` and what is below it,
+    parents before children."""
     stack = [str(top)]
     while stack:
         folder = stack.pop()
@@ -245,18 +251,18 @@ def walk(top: Path, device: int) -> Iterator[tuple[str, os.stat_result]]:
             continue
         for entry in entries:
             info = entry.stat(follow_symlinks=False)
-            if info.st_dev != device:
+            if info.st_dev != device or entry.path in skip:
                 continue
             yield entry.path, info
             if stat.S_ISDIR(info.st_mode):
                 stack.append(entry.path)
 
 
-def sweep() -> None:
-    """Hand uid/gid-1000 files to root; drop o+w everywhere but on sticky folders."""
+def sweep(keep: frozenset[str] = frozenset()) -> None:
+    """Hand uid/gid-1000 files to root; drop o+w everywhere but on sticky folders and `keep`."""
     device = os.lstat("/").st_dev
     owned = writable = 0
-    for path, info in walk(Path("/"), device):
+    for path, info in walk(Path("/"), device, keep):
         if path in ("/proc", "/sys", "/dev"):
             continue
         uid, gid = info.st_uid, info.st_gid
@@ -319,13 +325,40 @@ def link_tools() -> str:
     return git
 
 
-def copy_tree(source: Path, target: Path, owner: tuple[int, int], *, skip_git: bool) -> None:
-    """Copy a tree: modes without o+w, setuid or setgid; times kept; new owner.
+def copy_entry(source: Path, target: Path, info: os.stat_result) -> bool:
+    """Make `target` a copy of one file, link or (empty, 0700) folder; False for anything else."""
+    if stat.S_ISDIR(info.st_mode):
+        target.mkdir(mode=0o700)
+    elif stat.S_ISLNK(info.st_mode):
+        target.symlink_to(source.readlink())
+    elif stat.S_ISREG(info.st_mode):
+        shutil.copyfile(source, target, follow_symlinks=False)
+    else:
+        say(f"leaving out {source} (not a file, folder or link)")
+        return False
+    return True
+
+
+def settle(path: Path, info: os.stat_result, owner: tuple[int, int] | None = None) -> None:
+    """Give a copy the owner, mode and times of `info`; or `owner`, and no o+w, setuid or setgid."""
+    uid, gid = owner or (info.st_uid, info.st_gid)
+    if stat.S_ISLNK(info.st_mode):
+        os.lchown(path, uid, gid)
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    own(path, uid, gid, mode & ~stat.S_IWOTH & ~SPECIAL_BITS if owner else mode)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def copy_tree(
+    source: Path, target: Path, owner: tuple[int, int] | None = None, *, skip_git: bool = False
+) -> None:
+    """Copy a folder's tree, times kept: as it is, or given to `owner` (see `settle`).
 
     Hard links become copies; sockets, FIFOs and devices are left out.
     """
     info = source.lstat()
-    target.mkdir(mode=0o700)
+    copy_entry(source, target, info)
     dirs: list[tuple[Path, os.stat_result]] = [(target, info)]
     for path_text, entry in walk(source, info.st_dev):
         path = Path(path_text)
@@ -333,24 +366,14 @@ def copy_tree(source: Path, target: Path, owner: tuple[int, int], *, skip_git: b
         if skip_git and ".git" in relative.parts:
             continue
         destination = target / relative
-        mode = stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS
+        if not copy_entry(path, destination, entry):
+            continue
         if stat.S_ISDIR(entry.st_mode):
-            destination.mkdir(mode=0o700)
             dirs.append((destination, entry))
-            continue
-        if stat.S_ISLNK(entry.st_mode):
-            destination.symlink_to(path.readlink())
-            os.lchown(destination, *owner)
-            continue
-        if not stat.S_ISREG(entry.st_mode):
-            say(f"leaving out {path} (not a file, folder or link)")
-            continue
-        shutil.copyfile(path, destination, follow_symlinks=False)
-        own(destination, *owner, mode)
-        os.utime(destination, ns=(entry.st_atime_ns, entry.st_mtime_ns))
-    for folder, entry in reversed(dirs):
-        own(folder, *owner, stat.S_IMODE(entry.st_mode) & ~stat.S_IWOTH & ~SPECIAL_BITS)
-        os.utime(folder, ns=(entry.st_atime_ns, entry.st_mtime_ns))
+        else:
+            settle(destination, entry, owner)
+    for folder, entry in reversed(dirs):  # a folder's time, once nothing more is added to it
+        settle(folder, entry, owner)
 
 
 def run_git(git: str, folder: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -435,47 +458,32 @@ def hidden_files(config: TaskConfig) -> set[str]:
     return {str(PurePosixPath(os.path.normpath(path))) for path in named if path}
 
 
-def lock_task_folder(config: TaskConfig, runner_gid: int) -> None:
-    """Owners and modes of /ssebench (DESIGN.md §4)."""
+def lock_task_folder(config: TaskConfig) -> None:
+    """Owners and modes of /ssebench (DESIGN.md §4): everything root's and root's alone.
+
+    Integrity rule enforced: hidden files are root-only until staged into a check's
+    private copy. Not only the files the config names (reference patch, PoCs, hidden
+    tests, reports) but the scripts and every support file: sse-runner runs a script
+    from its check's own copy, made by the daemon, and cannot read /ssebench at all.
+    Folders are 0700, files 0600, or 0700 where the image had any execute bit (the
+    daemon keeps a script's execute bit when it stages it); links are root's.
+    """
     top = Path(contract.TASK_DIR)
     hidden = hidden_files(config)
-    for name in sorted(hidden - {"config.yaml"}):
+    named = (config.scripts.build, config.scripts.run, config.scripts.test)
+    for name in sorted(hidden - {"config.yaml"} | {path for path in named if path}):
         if not (top / name).is_file():
             raise SetupError(f"{contract.TASK_CONFIG} names {name}, but {top / name} is missing")
-    scripts = {Path(contract.SCRIPTS_DIR)} | {
-        (top / path).parent
-        for path in (config.scripts.build, config.scripts.run, config.scripts.test)
-        if path
-    }
-    for path in (config.scripts.build, config.scripts.run, config.scripts.test):
-        if path and not (top / path).is_file():
-            raise SetupError(f"{contract.TASK_CONFIG} names {path}, but {top / path} is missing")
-    # Bottom-up, so a folder knows whether anything below it is for sse-runner.
-    for folder_text, dirnames, filenames in os.walk(top, topdown=False):
+    for folder_text, dirnames, filenames in os.walk(top):
         folder = Path(folder_text)
-        support = folder in scripts
+        own(folder, 0, 0, PRIVATE)
         for name in filenames + [d for d in dirnames if (folder / d).is_symlink()]:
             path = folder / name
-            relative = str(path.relative_to(top))
             if path.is_symlink():
                 os.lchown(path, 0, 0)
-            elif relative in hidden:
-                own(path, 0, 0, HIDDEN_FILE)
             else:
-                executable = path.stat().st_mode & 0o111
-                own(path, 0, runner_gid, SUPPORT_PROGRAM if executable else SUPPORT_FILE)
-                support = True
-        for name in dirnames:
-            sub = folder / name
-            if not sub.is_symlink() and sub.stat().st_gid == runner_gid:
-                support = True
-        if folder == top:
-            own(folder, 0, runner_gid, TASK_FOLDER)
-        elif support:
-            own(folder, 0, runner_gid, SUPPORT_FOLDER)
-        else:
-            own(folder, 0, 0, PRIVATE)
-    say(f"{top}: {len(hidden)} hidden files root-only, scripts for {RUNNER}")
+                own(path, 0, 0, PRIVATE if path.stat().st_mode & 0o111 else HIDDEN_FILE)
+    say(f"{top}: root's alone ({len(hidden)} hidden files, the scripts and support files)")
 
 
 def make_folder(path: Path, uid: int, gid: int, mode: int) -> None:
@@ -495,7 +503,7 @@ def make_tmp() -> None:
 
 def make_folders(runner_gid: int) -> None:
     """The runtime folders of DESIGN.md §4, and model's home."""
-    make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, TASK_FOLDER)
+    make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, SCRATCH_FOLDER)
     make_folder(Path(contract.SOCKET_DIR), 0, 0, PRIVATE)
     results = Path(contract.RESULTS_DIR)
     make_folder(results.parent, 0, 0, PRIVATE)
@@ -507,17 +515,116 @@ def make_folders(runner_gid: int) -> None:
         make_folder(MODEL_HOME, MODEL_ID, MODEL_ID, PRIVATE)
 
 
-def main() -> int:
+# --- the agent layer (ssebench.backends.docker._agent_layer) --------------------------------
+
+SEAL_DIR = Path("/ssebench-seal")
+SEALED_FOLDERS = (
+    contract.TASK_DIR,
+    contract.REPO_DIR,
+    contract.RUNTIME_DIR,
+    contract.SCRATCH_DIR,
+    contract.SOCKET_DIR,
+    str(Path(contract.RESULTS_DIR).parent),
+    contract.ARCHIVE_DIR,
+)
+"""SSEBench's folders, put back into an agent layer exactly as the tool layer has them."""
+SEALED_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
+"""The accounts, which SSEBench looks its users up in: the tool layer's, where it has them."""
+NEUTRAL_FILES = ("/etc/nsswitch.conf", "/etc/ld.so.preload")
+"""Files that make root's processes load libraries: the tool layer's, or empty."""
+SELF = "ssebench-tool-setup.py"
+
+
+def open_tool_layer() -> None:
+    """The open tool layer, where an agent's Dockerfile runs: no hidden material at all."""
+    for path in (contract.TASK_DIR, contract.REPO_DIR):
+        shutil.rmtree(path)
+    say(f"removed {contract.TASK_DIR} and {contract.REPO_DIR}")
+
+
+def mirror_parents(path: Path, under: Path) -> Path:
+    """Make `path`'s parent folders below `under` as the tool layer has them; `path` there."""
+    for parent in reversed(path.parents[:-1]):
+        target = under / parent.relative_to("/")
+        if parent.is_symlink() or not parent.is_dir():
+            raise SetupError(f"{parent} is not a folder in the tool layer")
+        if not target.exists():
+            copy_entry(parent, target, parent.lstat())
+            settle(target, parent.lstat())
+    return under / path.relative_to("/")
+
+
+def gather_seal() -> None:
+    """In a copy of the tool layer: what an agent layer gets back from it, under /ssebench-seal.
+
+    `clear/` holds an empty file at the path of each of SSEBench's folders, `trees/`
+    those folders, the account files and this script; every parent folder in both has
+    the tool layer's owner and mode. COPYing `clear/` and then `trees/` onto an agent's
+    build puts back exactly what the tool layer has there: a file replaces whatever is at
+    its path (a folder with other files in it, a link), a folder then replaces that file.
+    """
+    clear, trees = SEAL_DIR / "clear", SEAL_DIR / "trees"
+    clear.mkdir(parents=True)
+    trees.mkdir()
+    for name in SEALED_FOLDERS:
+        mirror_parents(Path(name), clear).touch()
+        copy_tree(Path(name), mirror_parents(Path(name), trees))
+    for name in (*SEALED_FILES, *NEUTRAL_FILES):
+        path = Path(name)
+        target = mirror_parents(path, trees)
+        if path.is_file() and not path.is_symlink():
+            copy_entry(path, target, path.lstat())
+            settle(target, path.lstat())
+        elif name in NEUTRAL_FILES:
+            target.touch()
+            own(target, 0, 0, 0o644)
+    shutil.copyfile(__file__, trees / SELF)
+    own(trees / SELF, 0, 0, PRIVATE)
+    say(f"{SEAL_DIR}: {len(SEALED_FOLDERS)} folders and the account files, for agent layers")
+
+
+def seal_agent_layer() -> None:
+    """In an agent layer, with SSEBench's paths back: the tool layer's sweep again.
+
+    The agent's Dockerfile ran as root: model must get no more from it than the tool
+    layer gave (no file of uid/gid 1000 outside model's own places, nothing
+    world-writable but sticky folders), and model's places must still be folders.
+    """
+    config = load_task_config(Path(contract.TASK_CONFIG))
+    places = (Path(config.source), MODEL_HOME, Path(contract.ARCHIVE_DIR))
+    for place in places[:2]:
+        if place.is_symlink() or not place.is_dir():
+            raise SetupError(f"the agent's build replaced {place}, which must stay a folder")
+    sweep(frozenset(str(place) for place in places))
+
+
+def make_tool_layer() -> None:
+    """The tool layer of the case image this runs in (see the module)."""
+    config = load_task_config(Path(contract.TASK_CONFIG))
+    make_tmp()
+    runner_id, gone = create_accounts()
+    disable_sudo_rules(gone - {MODEL, RUNNER})
+    sweep()
+    git = link_tools()
+    make_repositories(config, git)
+    lock_task_folder(config)
+    make_folders(runner_id)
+
+
+MODES = {
+    "tool": make_tool_layer,
+    "open": open_tool_layer,
+    "gather": gather_seal,
+    "seal": seal_agent_layer,
+}
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[1] if len(argv) > 1 else "tool"
     try:
-        config = load_task_config(Path(contract.TASK_CONFIG))
-        make_tmp()
-        runner_id, gone = create_accounts()
-        disable_sudo_rules(gone - {MODEL, RUNNER})
-        sweep()
-        git = link_tools()
-        make_repositories(config, git)
-        lock_task_folder(config, runner_id)
-        make_folders(runner_id)
+        if mode not in MODES:
+            raise SetupError(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+        MODES[mode]()
     except (SetupError, SSEBenchError) as exc:
         print(f"tool layer: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -527,4 +634,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

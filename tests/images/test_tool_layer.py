@@ -131,8 +131,8 @@ def test_every_path_of_the_contract_has_its_owner_and_mode(
     layer: Layer, stat_paths: StatPaths
 ) -> None:
     expected = {
-        "/ssebench": ("root", "sse-runner", "0o710"),
-        "/ssebench/scripts": ("root", "sse-runner", "0o750"),
+        "/ssebench": ("root", "root", "0o700"),
+        "/ssebench/scripts": ("root", "root", "0o700"),
         "/ssebench-repo": ("root", "root", "0o700"),
         "/opt/ssebench": ("root", "root", "0o755"),
         "/var/lib/ssebench": ("root", "root", "0o700"),
@@ -143,7 +143,8 @@ def test_every_path_of_the_contract_has_its_owner_and_mode(
         "/tmp": ("root", "root", "0o1777"),
     }
     expected |= {path: ("root", "root", "0o600") for path in layer.hidden()}
-    expected |= {path: ("root", "sse-runner", "0o750") for path in layer.scripts()}
+    # Every task's scripts are executable in its dataset: root's programs now.
+    expected |= {path: ("root", "root", "0o700") for path in layer.scripts()}
     facts = stat_paths(layer.image, [*expected, layer.config.source])
     assert {path: owner(facts[path]) for path in expected} == expected
     assert facts[layer.config.source]["user"] == "model"
@@ -151,33 +152,29 @@ def test_every_path_of_the_contract_has_its_owner_and_mode(
 
 
 @pytest.mark.docker
-def test_under_ssebench_everything_is_root_only_or_for_sse_runner_and_nothing_for_others(
-    layer: Layer, run: Run
-) -> None:
+def test_under_ssebench_everything_is_roots_alone(layer: Layer, run: Run) -> None:
     found = tree(run, layer.image, "/ssebench")
+    assert len(found) > 5
     for path, facts in found.items():
-        assert facts["user"] == "root", path
-        assert facts["mode"] & 0o007 == 0, f"{path} is open to others"
-        assert facts["mode"] & 0o020 == 0, f"{path} is group-writable"
-        if facts["group"] == "root":
-            assert facts["mode"] & 0o070 == 0, f"{path} is open to root's group"
-        else:
-            assert facts["group"] == "sse-runner", path
+        assert (facts["user"], facts["group"]) == ("root", "root"), path
+        if facts["kind"] == "dir":
+            assert facts["mode"] == 0o700, path
+        elif facts["kind"] == "file":
+            assert facts["mode"] in (0o600, 0o700), f"{path} is open to more than root"
     pocs = {path for path in found if path.startswith("/ssebench/pocs/")}
     assert pocs and all(found[path]["mode"] == 0o600 for path in pocs)
 
 
 @pytest.mark.docker
-def test_the_agent_cannot_read_the_task_folder_and_scripts_cannot_read_the_hidden_files(
+def test_neither_the_agent_nor_sse_runner_can_read_anything_of_the_task_folder(
     layer: Layer, run: Run
 ) -> None:
-    hidden, scripts = layer.hidden(), layer.scripts()
-    as_model = readable(run, layer.image, "model", ["/ssebench", *hidden, *scripts])
-    assert set(as_model.values()) == {"no"}, as_model
-    as_runner = readable(run, layer.image, "sse-runner", [*hidden, *scripts, "/ssebench-repo"])
-    assert {path: as_runner[path] for path in scripts} == dict.fromkeys(scripts, "yes")
-    assert {path: as_runner[path] for path in hidden} == dict.fromkeys(hidden, "no")
-    assert as_runner["/ssebench-repo"] == "no"
+    found = tree(run, layer.image, "/ssebench")
+    paths = ["/ssebench", *layer.hidden(), *layer.scripts(), *sorted(set(found) - {"/ssebench"})]
+    for user in ("model", "sse-runner"):
+        answers = readable(run, layer.image, user, [*paths, "/ssebench-repo", "/etc/passwd"])
+        assert answers.pop("/etc/passwd") == "yes", "the probe reads what everyone may"
+        assert set(answers.values()) == {"no"}, (user, answers)
 
 
 @pytest.mark.docker

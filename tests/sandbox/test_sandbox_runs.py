@@ -253,3 +253,17 @@ def test_failing_image_build_is_one_clear_error_and_no_run_directory(
     # Four Dockerfile steps and the engine's LABEL step for the inputs digest.
     assert "agent broken-build layer" in errors[0] and "failed at step 3/5" in errors[0], errors
     assert not done.run_dir.parent.exists()
+
+
+def test_an_agent_dockerfile_naming_the_case_image_is_one_clear_error_before_any_build(
+    ssebench_run: RunCli,
+) -> None:
+    done = ssebench_run(DEMO_TASKS[1], "names-case-image")
+
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ssebench: ")]
+    assert len(errors) == 1, done.stderr
+    assert errors[0].startswith("ssebench: agent names-case-image: "), errors
+    assert "Dockerfile line 4: `COPY --from=ssebench/case/demo/" in errors[0], errors
+    assert "step" not in done.stderr, "no layer was built"
+    assert not done.run_dir.parent.exists()

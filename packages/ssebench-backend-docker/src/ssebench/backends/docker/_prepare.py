@@ -1,42 +1,30 @@
 """The images of one run: every layer built locally, or the published ones.
 
 Built locally: case -> runtime -> tool (the image builders), then the agent
-layer `<registry>/agent-<agent>/<task>:<agent version>` FROM the tool layer
-with the agent's folder as its context, its CMD the agent command.
+layer `<registry>/agent-<agent>/<task>:<agent version>`: the agent's Dockerfile
+(checked before anything is built) on the tool layer without its hidden
+material, sealed with SSEBench's own paths (`_agent_layer.py`); its CMD is the
+agent command.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import docker
-from ssebench.backends.docker._build import (
-    BuildLine,
-    BuiltImage,
-    Progress,
-    build_layer,
-    inputs_digest,
-    no_progress,
-)
+from ssebench.backends.docker._agent_dockerfile import check_agent_dockerfile
+from ssebench.backends.docker._agent_layer import build_agent
+from ssebench.backends.docker._build import BuildLine
 from ssebench.backends.docker._engine import image_exists
 from ssebench.backends.docker._errors import engine_errors
-from ssebench.backends.docker._layers import build_tool_images, local_image_id, tool_image_name
+from ssebench.backends.docker._layers import build_tool_images
 from ssebench.spec import (
-    Agent,
     ImageRequest,
     Images,
     ImageUnavailableError,
-    Task,
     find_home,
     prebuilt_images,
-    registry,
 )
-
-
-def agent_image_name(agent: Agent, task: Task) -> str:
-    """The agent layer's name: `<registry>/agent-<agent>/<task>:<agent version>`."""
-    return f"{registry()}/agent-{agent.name}/{task.id.lower()}:{agent.version}"
 
 
 class StepPrinter:
@@ -74,23 +62,6 @@ class StepPrinter:
         print(text, file=sys.stderr, flush=True)
 
 
-def build_agent(
-    client: docker.DockerClient, agent: Agent, task: Task, progress: Progress = no_progress
-) -> BuiltImage:
-    """Build the agent layer on the task's tool layer (which must exist)."""
-    tool = tool_image_name(task)
-    tool_id = local_image_id(client, tool, "build it first (`ssebench images build-tool`)")
-    return build_layer(
-        client,
-        layer=f"agent {agent.name}",
-        tag=agent_image_name(agent, task),
-        context=Path(agent.folder),
-        buildargs={"TOOL_IMAGE": tool},
-        inputs=inputs_digest([tool_id], Path(agent.folder)),
-        progress=progress,
-    )
-
-
 def _published(client: docker.DockerClient, request: ImageRequest) -> Images:
     images = prebuilt_images(request)
     if not image_exists(client, images.agent):
@@ -104,18 +75,20 @@ def prepare_run_images(client: docker.DockerClient, request: ImageRequest) -> Im
     """The images of a sandbox run, built (or, with `prebuilt`, pulled) as needed.
 
     Raises:
-        ImageUnavailableError: sidecar mode; a build failed (naming the layer and the
-            step); or a
-            published image cannot be pulled.
+        ImageUnavailableError: sidecar mode; the agent's Dockerfile breaks the rule of
+            `_agent_dockerfile.py` (checked before anything is built); a build failed
+            (naming the layer and the step); or a published image cannot be pulled.
         BackendError: the engine cannot be reached.
     """
     if request.mode != "sandbox":
         raise ImageUnavailableError("the docker backend builds sandbox images only for now")
     if request.prebuilt:
         return _published(client, request)
+    check_agent_dockerfile(request.agent)
+    home = find_home()
     printer = StepPrinter()
     try:
-        build_tool_images(client, [request.task], find_home(), progress=printer)
-        return Images(agent=build_agent(client, request.agent, request.task, printer).tag)
+        build_tool_images(client, [request.task], home, progress=printer)
+        return Images(agent=build_agent(client, request.agent, request.task, home, printer).tag)
     finally:
         printer.flush()

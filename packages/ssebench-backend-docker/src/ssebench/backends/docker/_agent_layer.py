@@ -1,0 +1,209 @@
+"""The agent layer: an agent's Dockerfile built where no hidden material is, then sealed.
+
+Integrity rule enforced (DESIGN.md §4): an agent's Dockerfile never runs where
+hidden material is, and names no image but its given base. An agent's Dockerfile
+runs as root, and the classic builder lets it name any local image; so it is
+checked before anything is built (`_agent_dockerfile.py`: one `FROM ${TOOL_IMAGE}`,
+no `--from`, no ONBUILD ...) and built in three steps, each an image:
+
+    tool-base    <registry>/tool-base/<task>:<daemon version>
+                 images/tool/open.Dockerfile: the tool layer without /ssebench and
+                 /ssebench-repo (the open tool layer). The files stay in the tool
+                 layer's image layers, which no build step on top can read.
+    agent stage  <registry>/agent-stage/<agent>/<task>:<agent version>
+                 the agent's Dockerfile, its TOOL_IMAGE the open tool layer.
+    agent layer  <registry>/agent-<agent>/<task>:<agent version>
+                 images/tool/seal.Dockerfile on the agent stage: SSEBench's paths
+                 put back from the tool layer; the agent's CMD kept.
+
+The seal runs none of the agent's code and trusts nothing the agent's build left:
+
+- Its first stage, a copy of the tool layer, gathers SSEBench's folders
+  (/ssebench, /ssebench-repo, /opt/ssebench, the scratch, socket, results and
+  archive folders) and the account files (/etc/passwd, group, shadow, gshadow;
+  /etc/nsswitch.conf and /etc/ld.so.preload, the tool layer's or empty). The
+  classic builder's `COPY --from` keeps numeric owners and modes (checked on Docker
+  20.10; `tests/images/test_agent_layer.py` pins it).
+- On the agent stage, as root, it COPYs an empty file to each of those folders'
+  paths, then the folders themselves: the builder replaces whatever is at a path
+  with a file (a link, a folder holding other files) and that file with the
+  folder, and gives every parent folder (/opt, /var, /tmp, /etc ...) the tool
+  layer's owner and mode. Nothing is merged into what the agent left.
+- Only then does anything run: SSEBench's own Python, from the /opt/ssebench just
+  put back, with its own loader and libraries (ld.so.preload neutral, no
+  LD_* in the environment: see `check_agent_stage`), sweeps the image the way the
+  tool layer was swept (`setup.py seal`): no file of uid/gid 1000 outside model's
+  own places, nothing world-writable but sticky folders.
+- USER is root again and HEALTHCHECK none; the ENTRYPOINT is the tool layer's (an
+  agent's Dockerfile may not set one), so the agent's CMD stays.
+
+What an agent's root build can still do, and why it is left: it can replace any
+program of the case image (the compiler, bash, git), which the checks then run,
+and which SSEBench's root processes run too where they use the image's own (git,
+when the case image has one; the bundled one under /opt/ssebench/tools is put
+back exactly). That is inherent to one image holding both the agent and the
+grader; sidecar mode keeps the agent's image apart from the task's. Setuid and
+setgid files it adds give model nothing: runs start with no-new-privileges; sudo
+rules likewise. Root's Python resolves users through the restored account files
+and nsswitch.conf, whose modules (if the case image names any beyond `files`)
+come from the image.
+
+Each of the three images carries the digest of its inputs (`_build.py`), so an
+unchanged agent layer costs three image inspections and no build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import docker
+from ssebench.backends.docker._agent_dockerfile import check_agent_dockerfile
+from ssebench.backends.docker._build import BuiltImage, Progress, build_layer, inputs_digest
+from ssebench.backends.docker._errors import engine_errors
+from ssebench.backends.docker._layers import TOOL_FOLDER, local_image_id, tool_image_name
+from ssebench.spec import Agent, ImageUnavailableError, Task, labels, registry, runtime_version
+
+OPEN_DOCKERFILE: Final = "open.Dockerfile"
+"""The open tool layer's Dockerfile, in the tool layer's folder."""
+
+SEAL_DOCKERFILE: Final = "seal.Dockerfile"
+"""The agent layer's last step, in the tool layer's folder."""
+
+LOADER_VARIABLES: Final = frozenset(
+    {"GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH"}
+    | {"MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"}
+)
+"""Variables the C library acts on in any process (with every `LD_*`): an agent's image
+may not set them, since SSEBench's own processes run as root with the image's environment."""
+
+
+def tool_base_image_name(task: Task) -> str:
+    """The open tool layer's name: `<registry>/tool-base/<task>:<ssebench-daemon version>`."""
+    return f"{registry()}/tool-base/{task.id.lower()}:{runtime_version()}"
+
+
+def agent_stage_image_name(agent: Agent, task: Task) -> str:
+    """The agent's own build: `<registry>/agent-stage/<agent>/<task>:<agent version>`."""
+    return f"{registry()}/agent-stage/{agent.name}/{task.id.lower()}:{agent.version}"
+
+
+def agent_image_name(agent: Agent, task: Task) -> str:
+    """The agent layer's name: `<registry>/agent-<agent>/<task>:<agent version>`."""
+    return f"{registry()}/agent-{agent.name}/{task.id.lower()}:{agent.version}"
+
+
+def _config(client: docker.DockerClient, image_id: str) -> dict[str, Any]:
+    with engine_errors(f"inspecting the image {image_id}"):
+        config: dict[str, Any] = client.images.get(image_id).attrs.get("Config") or {}
+    return config
+
+
+def _env(config: dict[str, Any]) -> dict[str, str]:
+    pairs = (entry.partition("=") for entry in config.get("Env") or [])
+    return {name: value for name, _, value in pairs}
+
+
+def check_agent_stage(
+    client: docker.DockerClient, agent: Agent, stage_id: str, tool_id: str
+) -> None:
+    """Refuse an agent's build whose image settings would act in SSEBench's own processes.
+
+    Compared with the tool layer, the agent stage must keep the ENTRYPOINT, add no
+    ONBUILD trigger (it would run in the seal's build), no volume, no `ssebench.*`
+    label (SSEBench finds its containers by them), and no variable of
+    `LOADER_VARIABLES` or `LD_*` (the entrypoint and the seal's sweep run as root).
+
+    Raises:
+        ImageUnavailableError: one of those; the message names the agent and what it set.
+        BackendError: the engine cannot be reached.
+    """
+    stage, tool = _config(client, stage_id), _config(client, tool_id)
+    found: list[str] = []
+    if stage.get("Entrypoint") != tool.get("Entrypoint"):
+        found.append("an ENTRYPOINT")
+    if stage.get("OnBuild"):
+        found.append("ONBUILD triggers")
+    volumes = sorted(set(stage.get("Volumes") or {}) - set(tool.get("Volumes") or {}))
+    found += [f"the volume {volume}" for volume in volumes]
+    stage_labels, tool_labels = stage.get("Labels") or {}, tool.get("Labels") or {}
+    found += [
+        f"the label {name}"
+        for name in sorted(stage_labels)
+        if name.startswith(labels.PREFIX) and stage_labels[name] != tool_labels.get(name)
+    ]
+    stage_env, tool_env = _env(stage), _env(tool)
+    found += [
+        f"the variable {name}"
+        for name in sorted(stage_env)
+        if (name.startswith("LD_") or name in LOADER_VARIABLES)
+        and stage_env[name] != tool_env.get(name)
+    ]
+    if found:
+        raise ImageUnavailableError(
+            f"agent {agent.name}: its Dockerfile sets {', '.join(found)}, which would act in "
+            "SSEBench's own processes; set what the agent needs in its command instead"
+        )
+
+
+def build_tool_base(
+    client: docker.DockerClient, task: Task, home: Path, tool_id: str, progress: Progress
+) -> BuiltImage:
+    """Build the open tool layer: the tool layer `tool_id` without its hidden material."""
+    return build_layer(
+        client,
+        layer="tool-base",
+        tag=tool_base_image_name(task),
+        context=home / TOOL_FOLDER,
+        dockerfile=OPEN_DOCKERFILE,
+        buildargs={"TOOL_IMAGE": tool_id},
+        inputs=inputs_digest([tool_id], home / TOOL_FOLDER),
+        progress=progress,
+    )
+
+
+def build_agent(
+    client: docker.DockerClient, agent: Agent, task: Task, home: Path, progress: Progress
+) -> BuiltImage:
+    """Build the agent layer on the task's tool layer (which must exist), as the module says.
+
+    Args:
+        client: the engine.
+        agent: the agent; its folder is the context of its Dockerfile.
+        task: the task.
+        home: the SSEBench home (images/tool/).
+        progress: receives each line of every build's log.
+
+    Returns:
+        The agent layer, `agent_image_name(agent, task)`.
+
+    Raises:
+        ImageUnavailableError: the agent's Dockerfile breaks the rule (nothing is built),
+            the tool layer is missing, a build failed, or the agent's build sets what
+            `check_agent_stage` refuses.
+        BackendError: the engine cannot be reached.
+    """
+    check_agent_dockerfile(agent)
+    tool = tool_image_name(task)
+    tool_id = local_image_id(client, tool, "build it first (`ssebench images build-tool`)")
+    base = build_tool_base(client, task, home, tool_id, progress)
+    stage = build_layer(
+        client,
+        layer=f"agent {agent.name}",
+        tag=agent_stage_image_name(agent, task),
+        context=Path(agent.folder),
+        buildargs={"TOOL_IMAGE": base.image_id},
+        inputs=inputs_digest([base.image_id], Path(agent.folder)),
+        progress=progress,
+    )
+    check_agent_stage(client, agent, stage.image_id, tool_id)
+    return build_layer(
+        client,
+        layer=f"agent {agent.name} (sealed)",
+        tag=agent_image_name(agent, task),
+        context=home / TOOL_FOLDER,
+        dockerfile=SEAL_DOCKERFILE,
+        buildargs={"TOOL_IMAGE": tool_id, "AGENT_STAGE": stage.image_id},
+        inputs=inputs_digest([tool_id, stage.image_id], home / TOOL_FOLDER),
+        progress=progress,
+    )
