@@ -56,9 +56,8 @@ SHARED_DIRS: Final = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"
 SYSVIPC_DIR: Final = "/proc/sysvipc"
 """Where the kernel lists the SysV IPC objects of the daemon's IPC namespace."""
 
-SINCE_MARGIN_NS: Final = 2_000_000_000
-"""How far before a check's start its sweep looks for changes: file times come from the
-kernel's coarse clock and some file systems keep whole seconds."""
+CLOCK_TICK_NS: Final = 20_000_000
+"""How far the kernel's coarse clock, which stamps file times, may lag the real one."""
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _ACL_XATTRS: Final = ("system.posix_acl_access", "system.posix_acl_default")
@@ -445,9 +444,13 @@ if failed:
 """IPC_RMID (0) on each `kind:id` argument, through the C library."""
 
 
-def remove_ipc(objects: Sequence[IpcObject]) -> list[str]:
+def remove_ipc(objects: Sequence[IpcObject], *, python: str = sys.executable) -> list[str]:
     """Remove IPC objects, each as its creator (root without CAP_SYS_ADMIN may not remove
     another user's objects, their creator always may).
+
+    Args:
+        objects: what to remove.
+        python: the Python that does it as each creator (the runtime's, which everyone may run).
 
     Returns:
         `kind:id` of each object removed.
@@ -461,7 +464,7 @@ def remove_ipc(objects: Sequence[IpcObject]) -> list[str]:
         who = Identity(name=str(uid), uid=uid, gid=gid, home="/")
         try:
             done = subprocess.run(
-                [sys.executable, "-I", "-S", "-c", _IPC_RMID, *items],
+                [python, "-I", "-S", "-c", _IPC_RMID, *items],
                 env={},
                 cwd="/",
                 check=False,
@@ -484,6 +487,13 @@ def remove_ipc(objects: Sequence[IpcObject]) -> list[str]:
 # -- the sweeps -----------------------------------------------------------------------------
 
 
+def _file_time_floor(moment_ns: int) -> int:
+    """The earliest file time a change at or after `moment_ns` can carry: file times come
+    from the kernel's coarse clock, and some file systems keep whole seconds only."""
+    second = 1_000_000_000
+    return (moment_ns - CLOCK_TICK_NS) // second * second
+
+
 @dataclass(frozen=True)
 class Sweeper:
     """The sweeps of one daemon: after every check and at the end of the agent phase.
@@ -500,6 +510,7 @@ class Sweeper:
     runner: Identity
     ipc_dir: str = SYSVIPC_DIR
     ipc: bool = True
+    python: str = sys.executable
 
     @staticmethod
     def _sweepable(who: Identity) -> bool:
@@ -519,7 +530,8 @@ class Sweeper:
                 everywhere=rule.everywhere,
             ))  # fmt: skip
         if self.ipc:
-            removed += remove_ipc(ipc_leftovers(ipc_objects(self.ipc_dir), rule))
+            objects = ipc_leftovers(ipc_objects(self.ipc_dir), rule)
+            removed += remove_ipc(objects, python=self.python)
         return removed
 
     async def after_check(self, since_ns: int) -> list[str]:
@@ -534,7 +546,7 @@ class Sweeper:
         rule = Leftovers(
             owners=frozenset({runner.uid}),
             writer=(runner.uid, runner.gid),
-            since_ns=since_ns - SINCE_MARGIN_NS,
+            since_ns=_file_time_floor(since_ns),
             everywhere=False,
         )
         return await asyncio.to_thread(self._sweep, [*self.shared, *self.agent_trees], rule)
