@@ -51,9 +51,6 @@ from ssebench.spec import TaskConfig
 
 log = logging.getLogger("ssebench.daemon")
 
-SWEEP_DIRS: Final = SHARED_DIRS
-"""World-writable directories cleared of sse-runner's files after every check."""
-
 NEVER_COPIED: Final = (".git",)
 """Names left out of every scratch copy, at any depth (git history may hold the fix)."""
 
@@ -77,7 +74,7 @@ class Privileges:
     runner: Identity
     killer: ProcessKiller
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    sweep_dirs: Sequence[str] = SWEEP_DIRS
+    sweep_dirs: Sequence[str] = SHARED_DIRS
 
 
 @dataclass
@@ -258,7 +255,6 @@ class CheckRunner:
             try:
                 await self._kill_runner()
                 await self._make_dirs(check)
-                check.started_ns = time.time_ns()
                 if action == "run_poc":
                     return await self._run_poc(check, pocs, grading=request.grading)
                 response, keep = await self._run_in_copy(check, action, grading=request.grading)

@@ -99,6 +99,8 @@ class Daemon:
         self.git = git
         self.source = Path(task.source)
         self.agent_phase_over = False
+        self._agent_phase_cleared = asyncio.Event()
+        """Set once what the agent phase leaves is cleared (`_clear_agent_phase`)."""
         self.final_patch: bytes | None = None
         self._grading_lock = asyncio.Lock()
         self.differ = DiffTaker(
@@ -394,7 +396,10 @@ class Daemon:
         await self.shell.close()
         killed = await self.privileges.killer.kill_all(self.privileges.model)
         log.info("agent phase over: %d model processes killed", killed)
-        await self._clear_agent_phase()
+        try:
+            await self._clear_agent_phase()
+        finally:
+            self._agent_phase_cleared.set()
         return killed
 
     async def _clear_agent_phase(self) -> None:
@@ -445,6 +450,8 @@ class Daemon:
             if not self.agent_phase_over:
                 # Nothing of the agent may change the tree while (or after) it is graded.
                 await self._end_agent_phase()
+            # An agent_exited still at work (stopping a check) finishes before grading.
+            await self._agent_phase_cleared.wait()
             await self.checks.reset()
             patch = await self.differ.diff()
             results = self.config.results_dir
