@@ -16,16 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from ssebench.daemon._ipc import ipc_leftovers, ipc_objects, remove_ipc
 from ssebench.daemon._procs import Identity
 from ssebench.daemon._sweep import (
     Leftovers,
     Sweeper,
     close_dir,
     identities,
-    ipc_leftovers,
-    ipc_objects,
     remove_entry,
-    remove_ipc,
     remove_named,
     sweep_tree,
 )
@@ -316,7 +314,9 @@ def test_ipc_objects_of_the_runner_go_as_their_creator_and_others_stay() -> None
     model_open = make_ipc(MODEL, "666")
     try:
         since = time.time_ns() - 5_000_000_000
-        chosen = ipc_leftovers(ipc_objects(), during_check(since))
+        chosen = ipc_leftovers(
+            ipc_objects(), owners={RUNNER.uid}, writer=(RUNNER.uid, RUNNER.gid), since_ns=since
+        )
         chosen_ids = {(obj.kind, obj.id) for obj in chosen}
         runners = set(zip(("shm", "sem", "msg"), runner, strict=True))
         opened = set(zip(("shm", "sem", "msg"), model_open, strict=True))
