@@ -41,7 +41,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -379,13 +379,7 @@ class Sweeper:
         for root in roots:
             # A root inside another (the archive under /tmp) is swept once, as itself.
             others = seen - identities([root])
-            removed += sweep_tree(root, Leftovers(
-                owners=rule.owners,
-                writer=rule.writer,
-                since_ns=rule.since_ns,
-                keep=rule.keep | others,
-                everywhere=rule.everywhere,
-            ))  # fmt: skip
+            removed += sweep_tree(root, replace(rule, keep=rule.keep | others))
         if self.ipc:
             objects = ipc_leftovers(
                 ipc_objects(self.ipc_dir),
