@@ -310,3 +310,167 @@ def test_checks_run_one_at_a_time(daemon_in: StartBox) -> None:
     assert [answer.status for answer in answers] == [200, 200]
     assert [answer.json()["code"] for answer in answers] == [0, 0]
     assert time.monotonic() - started >= 6  # two three-second builds, one after the other
+
+
+# -- what a check may see and leave (hole 4 of issue 13) ----------------------------------
+
+LEAVE_BEHIND = r"""
+import ctypes as _ctypes, os as _os, shutil as _shutil, sys as _sys
+
+
+def _sse_hostile():
+    def say(*words):
+        print("HOSTILE", *words, flush=True)
+
+    if _os.path.lexists(".git"):
+        say("LEAK .git in the scratch copy")
+    for top, dirs, files in _os.walk("."):
+        if ".git" in dirs or ".git" in files:
+            say("LEAK nested .git in", top)
+    parent = open(f"/proc/{_os.getppid()}/cmdline", "rb").read().split(b"\0")
+    for word in parent:
+        if word.endswith(b".sh"):
+            script = word.decode()
+            folder = sorted(_os.listdir(_os.path.dirname(script)))
+            say("SCRIPT", script, "BESIDE", ",".join(folder))
+    try:
+        with open("/tmp/sse-archive/drop/from-a-check", "w") as out:
+            out.write("written by a check\n")
+        say("ARCHIVE written")
+    except OSError as exc:
+        say("ARCHIVE refused", exc.errno)
+    if len(_sys.argv) < 3 or _sys.argv[1] != "extract":
+        return
+    poc = _sys.argv[2]
+    data = open(poc, "rb").read()
+    for target in ("/tmp/drop/poc", "/dev/shm/poc", "/var/tmp/poc", "/run/lock/poc",
+                   "/tmp/sse-archive/drop/poc", "/src/pyarchive/opened/poc"):
+        try:
+            _shutil.copyfile(poc, target)
+            _os.chmod(target, 0o644)
+            say("COPIED", target)
+        except OSError as exc:
+            say("REFUSED", target, exc.errno)
+    try:
+        with open("/tmp/agents-open-file", "r+b") as out:
+            out.write(data)
+        _os.rename("/tmp/agents-open-folder/a", "/tmp/agents-open-folder/" + data[:8].hex())
+    except OSError as exc:
+        say("REFUSED the agent's open files", exc.errno)
+    libc = _ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = _ctypes.c_void_p
+    shm = libc.shmget(0, 4096, 0o1666)
+    address = libc.shmat(shm, None, 0)
+    _ctypes.memmove(address, data[:4096], min(len(data), 4096))
+    say("IPC", shm, libc.msgget(0, 0o1666), libc.semget(0, 1, 0o1666))
+
+
+_sse_hostile()
+"""
+
+AGENT_OPENS = """
+chmod 0755 /tmp/sse-archive && mkdir -m 0777 /tmp/sse-archive/drop
+mkdir -m 0777 /tmp/drop /src/pyarchive/opened
+echo mine > /tmp/drop/mine
+echo open > /tmp/agents-open-file && chmod 0666 /tmp/agents-open-file
+mkdir -m 0777 /tmp/agents-open-folder
+echo a > /tmp/agents-open-folder/a && echo b > /tmp/agents-open-folder/b
+"""
+
+LEFT_BEHIND = [
+    "/tmp/drop/poc",
+    "/dev/shm/poc",
+    "/var/tmp/poc",
+    "/run/lock/poc",
+    "/tmp/sse-archive/drop/poc",
+    "/tmp/sse-archive/drop/from-a-check",
+    "/src/pyarchive/opened/poc",
+    "/tmp/agents-open-file",
+]
+
+
+def hostile_lines(answer: dict[str, object]) -> list[str]:
+    return [line for line in str(answer["stdout"]).splitlines() if line.startswith("HOSTILE")]
+
+
+def ipc_of(box: Box, user: str) -> list[str]:
+    """SysV IPC objects owned or made by `user`, from /proc/sysvipc."""
+    uid = box.out(f"id -u {user}").strip()
+    rows = box.out("tail -q -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem")
+    return [row for row in rows.splitlines() if uid in row.split()]
+
+
+def test_a_check_sees_only_its_staged_script_no_git_and_leaves_nothing_the_agent_can_read(
+    daemon_in: StartBox,
+) -> None:
+    box = daemon_in("pyarchive-path-traversal", SSE_DIFFICULTY="0")
+    assert box.sh(AGENT_OPENS, user="model").returncode == 0
+    changed = box.ok(
+        bash("agent", f"cat >> pyarchive/__init__.py <<'SSE_END'\n{LEAVE_BEHIND}SSE_END")
+    )
+    assert changed["code"] == 0
+    time.sleep(1.1)  # what the agent changed before a check is not the check's
+
+    # The build runs a staged copy of build.sh, alone in its folder, in a copy without .git.
+    build = box.ok(bencher("agent", "build"))
+    assert build["code"] == 0, build
+    lines = hostile_lines(build)
+    assert not [line for line in lines if "LEAK" in line], lines
+    scripts = [line.split()[2] for line in lines if line.startswith("HOSTILE SCRIPT")]
+    assert len(scripts) == 1, lines
+    staged = scripts[0]
+    assert staged.startswith("/var/lib/ssebench-runner/check-")
+    assert staged.endswith("/stage/task/scripts/build.sh")
+    assert f"HOSTILE SCRIPT {staged} BESIDE build.sh" in lines
+    assert box.sh(f"test -e {staged}").returncode != 0  # gone with the check
+
+    # A PoC run copies its PoC everywhere it can write, and into IPC objects.
+    poc = box.ok(bencher("agent", "run_poc", poc=0))
+    lines = hostile_lines(poc)
+    for target in ("/tmp/drop/poc", "/dev/shm/poc", "/tmp/sse-archive/drop/poc"):
+        assert f"HOSTILE COPIED {target}" in lines, lines
+    assert [line for line in lines if line.startswith("HOSTILE IPC")] != []
+    assert "HOSTILE ARCHIVE written" in lines  # during the agent phase the archive is the agent's
+    # Once the check is over, nothing of it is left where the agent can read it.
+    for path in LEFT_BEHIND:
+        assert box.sh(f"test -e {path}", user="model").returncode != 0, path
+    assert box.out("ls /tmp/agents-open-folder", user="model") == "b\n"
+    assert box.out("cat /tmp/drop/mine", user="model") == "mine\n"
+    assert ipc_of(box, "sse-runner") == []
+    assert box.processes("sse-runner") == []
+
+
+def test_the_archive_is_closed_to_sse_runner_from_the_end_of_the_agent_phase(
+    daemon_in: StartBox,
+) -> None:
+    box = daemon_in("pyarchive-path-traversal", SSE_DIFFICULTY="4")
+    assert box.sh(AGENT_OPENS, user="model").returncode == 0
+    box.sh("echo '{}' > /tmp/sse-archive/dialog.jsonl", user="model")
+    assert (
+        box.ok(bash("agent", f"cat >> pyarchive/__init__.py <<'SSE_END'\n{LEAVE_BEHIND}SSE_END"))[
+            "code"
+        ]
+        == 0
+    )
+    assert box.sh("touch /tmp/sse-archive/drop/probe", user="sse-runner").returncode == 0
+    box.sh("rm /tmp/sse-archive/drop/probe")
+
+    assert box.ok(post("admin", "/admin/agent_exited"))["success"] is True
+    assert box.out("stat -c '%U %G %a' /tmp/sse-archive /src/pyarchive") == (
+        "root model 750\nmodel model 750\n"
+    )
+    for attempt in ("ls /tmp/sse-archive", "touch /tmp/sse-archive/drop/x", "ls /src/pyarchive"):
+        assert box.sh(attempt, user="sse-runner").returncode != 0, attempt
+    assert box.ok(get("admin", "/agent/dialog"))["entries"] == [{}]  # still read as model
+
+    # Grading: the agent's code runs as sse-runner with every PoC staged, and finds no way out.
+    assert box.ok(post("admin", "/prepare_grading"))["success"] is True
+    assert box.ok(bencher("admin", "build", grading=True))["code"] == 0
+    for index in range(2):
+        lines = hostile_lines(box.ok(bencher("admin", "run_poc", poc=index, grading=True)))
+        assert "HOSTILE REFUSED /tmp/sse-archive/drop/poc 13" in lines, lines
+        assert "HOSTILE ARCHIVE refused 13" in lines, lines
+    assert sorted(box.out("find /tmp/sse-archive -mindepth 1").split()) == [
+        "/tmp/sse-archive/dialog.jsonl",
+        "/tmp/sse-archive/drop",
+    ]

@@ -165,7 +165,7 @@ async def _result(call: Call) -> Result:
 
 async def _bash(call: Call) -> BashResponse:
     call.daemon.check_bash(admin=call.admin, action=call.query("action"))
-    return await call.daemon.bash(await call.body(BashRequest))
+    return await call.daemon.bash(await call.body(BashRequest), admin=call.admin)
 
 
 async def _bencher(call: Call) -> BencherResponse:

@@ -7,17 +7,24 @@ root stages the hidden material the check needs just before it runs. During
 the agent phase the copy is the pristine project with the agent's diff
 applied (as sse-runner); a grading check (and every check once
 `prepare_grading` applied the final diff to `/ssebench-repo`) copies
-`/ssebench-repo` as it is. After every check each sse-runner process is
-killed and its files in world-writable directories removed; the copy is
-removed too, except the last build's, where `run_poc` runs.
+`/ssebench-repo` as it is; no copy carries `.git` (DESIGN.md §4: a scratch
+copy never carries `.git` history, which may hold the fix). The script a check
+runs is a copy staged with its support files (`_stage`), so the check sees
+nothing of /ssebench but what it needs. After every check each sse-runner
+process is killed, `stage/` removed, and the shared writable places swept of
+what sse-runner left or wrote (`_sweep`); the copy is removed too, except the
+last build's, where `run_poc` runs.
+
+A check the agent asked for stops when the agent phase ends: the gate is
+asked again when the check's lock is taken and before and after every step,
+and `stop_agent_check` kills sse-runner until the check has cleaned up.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import os
-import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,15 +41,21 @@ from ssebench.daemon._procs import (
     ProcessKiller,
     RunOutput,
     child_env,
-    current_identity,
     run,
 )
 from ssebench.daemon._results_log import CheckLog, ResultsLog
+from ssebench.daemon._stage import Stage, StageError, named_files
+from ssebench.daemon._sweep import SHARED_DIRS, Sweeper
 from ssebench.daemon._tree import copy_tree, remove_tree
 from ssebench.spec import TaskConfig
 
-SWEEP_DIRS: Final = ("/tmp", "/var/tmp", "/dev/shm")
-"""World-writable directories cleared of sse-runner's files after every check."""
+log = logging.getLogger("ssebench.daemon")
+
+NEVER_COPIED: Final = (".git",)
+"""Names left out of every scratch copy, at any depth (git history may hold the fix)."""
+
+Gate = Callable[[], None]
+"""Raises `ForbiddenError` once the caller may no longer run checks (the agent phase ended)."""
 
 ISOLATED_GIT_ENV: Final = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -61,7 +74,7 @@ class Privileges:
     runner: Identity
     killer: ProcessKiller
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    sweep_dirs: Sequence[str] = SWEEP_DIRS
+    sweep_dirs: Sequence[str] = SHARED_DIRS
 
 
 @dataclass
@@ -93,6 +106,12 @@ class _Check:
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
         self.limit_name = limit_name
+        self.gate: Gate | None = None
+        """The agent's gate, for a check the agent asked for (None: the admin's)."""
+        self.stage = Stage(
+            self.root / "stage", runner.privileges.runner.gid if os.geteuid() == 0 else None
+        )
+        self.started_ns = time.time_ns()
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -104,9 +123,19 @@ class _Check:
         env.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
         return env
 
+    def check_gate(self) -> None:
+        """Raise `ForbiddenError` when the agent phase ended under an agent's check."""
+        if self.gate is not None:
+            self.gate()
+
     async def step(self, label: str, argv: Sequence[str], cwd: Path) -> RunOutput:
-        """Run one command as sse-runner, within what is left of the time limit."""
+        """Run one command as sse-runner, within what is left of the time limit.
+
+        Raises:
+            ForbiddenError: the agent phase ended before or while it ran (an agent's check).
+        """
         runner = self.runner
+        self.check_gate()
         if self.remaining() <= 0:
             output = _daemon_output(argv, "the check's time limit was reached", runner.limit)
             output.timed_out = True
@@ -130,27 +159,8 @@ class _Check:
                 f"\nssebench: check stopped after {self.timeout:g} s ({self.limit_name})\n".encode()
             )
         self.log.command(label, output)
+        self.check_gate()
         return output
-
-    async def stage(self, source: Path, name: str) -> Path:
-        """Copy one file of hidden material into `stage/`, readable by the runner."""
-        target = self.root / "stage" / name
-        await asyncio.to_thread(shutil.copyfile, source, target, follow_symlinks=False)
-        self._hand_over(target)
-        return target
-
-    def stage_bytes(self, data: bytes, name: str) -> Path:
-        target = self.root / "stage" / name
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        self._hand_over(target)
-        return target
-
-    def _hand_over(self, path: Path) -> None:
-        path.chmod(0o640)
-        if os.geteuid() == 0:
-            os.chown(path, 0, self.runner.privileges.runner.gid)
 
 
 def check_limit(requested: float | None, ceiling: float) -> tuple[float, str]:
@@ -223,6 +233,14 @@ class CheckRunner:
         self.limit = config.max_stream_bytes
         self.lock = asyncio.Lock()
         self._last_build: _Copy | None = None
+        self._current: _Check | None = None
+        self.named = named_files(task)
+        self.sweeper = Sweeper(
+            shared=privileges.sweep_dirs,
+            agent_trees=(task.source, privileges.model.home, str(config.archive_dir)),
+            model=privileges.model,
+            runner=privileges.runner,
+        )
         self.repo_patched = False
         """Whether `prepare_grading` applied the agent's diff to the project: from then on
         every check starts from the project as it is."""
@@ -236,10 +254,19 @@ class CheckRunner:
                 for entry in self.config.scratch_dir.iterdir():
                     await remove_tree(entry)
 
-    async def run(self, action: Action, request: BencherRequest) -> BencherResponse:
-        """Run one action (the caller checked the gate and who may ask for grading).
+    async def run(
+        self, action: Action, request: BencherRequest, *, gate: Gate | None = None
+    ) -> BencherResponse:
+        """Run one action (the caller checked who may ask for grading).
+
+        Args:
+            action: the check.
+            request: its options.
+            gate: for a check the agent asked for, its tool gate: asked again once the
+                check's turn comes and before and after each step (None: the admin's).
 
         Raises:
+            ForbiddenError: the agent phase ended before the check's turn or while it ran.
             NotFoundError: the task has no such check.
             BadRequestError: an unknown PoC, or a `timeout` that is not positive.
             InternalError: the scratch copy could not be made.
@@ -249,10 +276,14 @@ class CheckRunner:
         pocs = self._select_pocs(request.poc) if action == "run_poc" else []
         limit = check_limit(request.timeout, self.config.check_timeout)
         async with self.lock:
+            if gate is not None:
+                gate()
             number, log = self.results.next(action)
             check = _Check(self, number, log, *limit)
+            check.gate = gate
             log.note(f"{action} (grading: {str(request.grading).lower()})")
             keep = False
+            self._current = check
             try:
                 await self._kill_runner()
                 await self._make_dirs(check)
@@ -260,13 +291,29 @@ class CheckRunner:
                     return await self._run_poc(check, pocs, grading=request.grading)
                 response, keep = await self._run_in_copy(check, action, grading=request.grading)
                 return response
+            except StageError as exc:
+                log.note(f"cannot stage what the check needs: {exc}")
+                return BencherResponse(code=-1, stdout="", stderr=f"ssebench: {exc}\n")
             finally:
-                await self._kill_runner()
-                await self._sweep()
-                if keep:
-                    await remove_tree(check.root / "stage")
-                else:
-                    await remove_tree(check.root)
+                try:
+                    await self._clean_up(check, keep=keep)
+                finally:
+                    self._current = None
+
+    async def stop_agent_check(self) -> bool:
+        """Stop a check the agent asked for, if one runs (its gate must refuse by now): kill
+        sse-runner until the check has cleaned up.
+
+        Returns:
+            Whether one was running.
+        """
+        check = self._current
+        if check is None or check.gate is None:
+            return False
+        while self._current is check:
+            await self._kill_runner()
+            await asyncio.sleep(0.05)
+        return True
 
     # -- the actions -------------------------------------------------------------
 
@@ -283,22 +330,24 @@ class CheckRunner:
         scripts = self.task.scripts
         if action == "build":
             assert scripts.build is not None
-            output = await check.step("build", self._script(scripts.build), src)
+            output = await check.step("build", await self._stage_script(check, scripts.build), src)
             self._last_build = _Copy(check.number, check.root, grading or self.repo_patched)
             return _response(output), True
         if action == "intent_test":
             future = self.task.files.future_test
             assert future is not None
-            staged = await check.stage(self.config.task_dir / future, "test.diff")
+            staged = await asyncio.to_thread(
+                check.stage.copy, self.config.task_dir / future, "test.diff"
+            )
             applied = await check.step(
                 "apply the hidden tests", [self.git, "apply", "-p1", str(staged)], src
             )
-            await remove_tree(staged)
+            check.stage.discard("test.diff")
             if applied.code != 0:
                 note = "ssebench: the hidden tests do not apply to this tree"
                 return _response(applied, note=note), False
         assert scripts.test is not None
-        output = await check.step("test", self._script(scripts.test), src)
+        output = await check.step("test", await self._stage_script(check, scripts.test), src)
         return _response(output), False
 
     async def _run_poc(self, check: _Check, pocs: list[str], *, grading: bool) -> BencherResponse:
@@ -312,13 +361,13 @@ class CheckRunner:
             )
         check.log.note(f"in the copy of check {build.number}")
         assert self.task.scripts.run is not None
+        script = await self._stage_script(check, self.task.scripts.run)
         outputs: list[tuple[str, RunOutput]] = []
         for index, poc in enumerate(pocs):
-            staged = await check.stage(self.config.task_dir / poc, f"poc-{index}-{Path(poc).name}")
-            output = await check.step(
-                f"poc {poc}", [*self._script(self.task.scripts.run), str(staged)], build.src
-            )
-            await remove_tree(staged)
+            name = f"poc-{index}-{Path(poc).name}"
+            staged = await asyncio.to_thread(check.stage.copy, self.config.task_dir / poc, name)
+            output = await check.step(f"poc {poc}", [*script, str(staged)], build.src)
+            check.stage.discard(name)
             outputs.append((poc, output))
             if output.timed_out:
                 break
@@ -373,12 +422,16 @@ class CheckRunner:
             os.chown(root / "tmp", runner.uid, runner.gid)
 
     async def _fresh_copy(self, check: _Check, *, grading: bool) -> BencherResponse | None:
-        """Make `src/`; None when ready, else the answer explaining why not."""
+        """Make `src/` (without `.git`); None when ready, else the answer explaining why not."""
         runner = self.privileges.runner
         owner = (runner.uid, runner.gid) if os.geteuid() == 0 else None
         try:
             await copy_tree(
-                self.config.repo_dir, check.root / "src", owner=owner, environ=self.environ
+                self.config.repo_dir,
+                check.root / "src",
+                owner=owner,
+                environ=self.environ,
+                skip=NEVER_COPIED,
             )
         except OSError as exc:
             check.log.note(f"the scratch copy failed: {exc}")
@@ -389,35 +442,39 @@ class CheckRunner:
         if not patch:
             check.log.note("the agent's diff is empty")
             return None
-        staged = check.stage_bytes(patch, "agent.patch")
+        staged = check.stage.write(patch, "agent.patch")
         applied = await check.step(
             "apply the agent's diff",
             [self.git, "apply", "--binary", "--whitespace=nowarn", str(staged)],
             check.root / "src",
         )
+        check.stage.discard("agent.patch")
         if applied.code == 0:
             return None
         return _response(applied, note="ssebench: your diff does not apply to the pristine project")
 
-    def _script(self, relative: str) -> list[str]:
-        path = self.config.task_dir / relative
-        if os.access(path, os.X_OK):
-            return [str(path)]
-        return ["bash", str(path)]
+    async def _stage_script(self, check: _Check, relative: str) -> list[str]:
+        """Stage a task script with its support files; the command that runs the copy."""
+        return await asyncio.to_thread(
+            check.stage.script, self.config.task_dir, relative, self.named
+        )
 
     # -- cleaning up ---------------------------------------------------------------
 
     async def _kill_runner(self) -> None:
         await self.privileges.killer.kill_all(self.privileges.runner)
 
-    async def _sweep(self) -> None:
-        """Remove what sse-runner left in world-writable directories."""
-        uid = self.privileges.runner.uid
-        if uid in (0, current_identity().uid):
-            return
-        for directory in self.privileges.sweep_dirs:
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(directory):
-                    with contextlib.suppress(OSError):
-                        if entry.stat(follow_symlinks=False).st_uid == uid:
-                            await remove_tree(Path(entry.path))
+    async def _clean_up(self, check: _Check, *, keep: bool) -> None:
+        """After a check: no sse-runner process, no stage, nothing of it in shared places.
+
+        Every process goes first, so none outlives the stage or sees the sweep; the
+        sweep then removes what sse-runner left or wrote in shared places since the
+        check began, before the agent's next command.
+        """
+        await self._kill_runner()
+        await remove_tree(check.root / "stage" if keep else check.root)
+        removed = await self.sweeper.after_check(check.started_ns)
+        if removed:
+            shown = ", ".join(removed[:20]) + (", ..." if len(removed) > 20 else "")
+            check.log.note(f"removed what the check left in shared places: {shown}")
+            log.info("check %d: %d leftovers in shared places removed", check.number, len(removed))

@@ -47,6 +47,7 @@ from ssebench.daemon._messages import (
 from ssebench.daemon._procs import Identity, child_env, current_identity, read_as, run
 from ssebench.daemon._results_log import ResultsLog
 from ssebench.daemon._shell import Shell
+from ssebench.daemon._sweep import close_dir
 from ssebench.spec import DecodeError, Result, TaskConfig, contract, read_json
 
 log = logging.getLogger("ssebench.daemon")
@@ -98,6 +99,8 @@ class Daemon:
         self.git = git
         self.source = Path(task.source)
         self.agent_phase_over = False
+        self._agent_phase_cleared = asyncio.Event()
+        """Set once what the agent phase leaves is cleared (`_clear_agent_phase`)."""
         self.final_patch: bytes | None = None
         self._grading_lock = asyncio.Lock()
         self.differ = DiffTaker(
@@ -145,8 +148,8 @@ class Daemon:
         self._project = self._load_project()
 
     async def close(self) -> None:
-        """Stop the shell."""
-        await self.shell.stop()
+        """Stop the shell for good."""
+        await self.shell.close()
 
     # -- reading -----------------------------------------------------------------
 
@@ -273,6 +276,16 @@ class Daemon:
     # -- tools ---------------------------------------------------------------------
 
     def _tool_allowed(self, admin: bool) -> None:
+        """The tool gate of agent-facing listeners: open during the agent phase only.
+
+        Asked when a request's headers arrive, again once its body is read, and for
+        a check when its turn comes and around every step, so no request that began
+        before the phase ended acts after it (DESIGN.md §4: no code of the agent runs
+        after the agent phase except inside a check, as sse-runner).
+
+        Raises:
+            ForbiddenError: the agent phase is over (code `agent_phase_over`).
+        """
         if not admin and self.agent_phase_over:
             raise ForbiddenError(
                 "the agent phase is over: tools are refused", code="agent_phase_over"
@@ -299,18 +312,24 @@ class Daemon:
         if action not in (None, "execute"):
             raise BadRequestError(f"unknown action {action!r} for bash: its action is 'execute'")
 
-    async def bash(self, request: BashRequest) -> BashResponse:
-        """`POST /tool/bash`: one command in the persistent shell as `model`.
+    async def bash(self, request: BashRequest, *, admin: bool) -> BashResponse:
+        """`POST /tool/bash`: one command in the persistent shell as `model` (after
+        `check_bash` and the body).
 
         Raises:
+            ForbiddenError: the agent phase is over (the shell never starts again then,
+                not even for the admin socket).
             BadRequestError: a timeout that is not positive, or a NUL in the command.
             InternalError: bash cannot be started.
         """
+        self._tool_allowed(admin)
         timeout = self.config.check_timeout if request.timeout is None else request.timeout
         if not timeout > 0:
             raise BadRequestError("'timeout' must be a positive number of seconds")
         try:
             output = await self.shell.execute(request.command, timeout=timeout)
+        except ForbiddenError:
+            raise  # the shell is closed (a PermissionError, not a failure to start bash)
         except OSError as exc:
             raise InternalError(f"cannot start bash: {exc}") from exc
         return BashResponse(
@@ -349,14 +368,17 @@ class Daemon:
         """`POST /tool/bencher`: one check (after `check_bencher`).
 
         Raises:
-            ForbiddenError: `grading` asked for on an agent-facing listener.
+            ForbiddenError: `grading` asked for on an agent-facing listener, or the agent
+                phase ended before the check ran or while it ran.
             NotFoundError: the task has no such check.
             BadRequestError: an unknown PoC.
             InternalError: the scratch copy failed.
         """
+        self._tool_allowed(admin)
         if request.grading:
             self.require_admin(admin, "grading")
-        return await self.checks.run(action, request)
+        gate = None if admin else (lambda: self._tool_allowed(admin))
+        return await self.checks.run(action, request, gate=gate)
 
     # -- admin ---------------------------------------------------------------------
 
@@ -371,10 +393,45 @@ class Daemon:
 
     async def _end_agent_phase(self) -> int:
         self.agent_phase_over = True
-        await self.shell.stop()
+        await self.shell.close()
         killed = await self.privileges.killer.kill_all(self.privileges.model)
         log.info("agent phase over: %d model processes killed", killed)
+        try:
+            await self._clear_agent_phase()
+        finally:
+            self._agent_phase_cleared.set()
         return killed
+
+    async def _clear_agent_phase(self) -> None:
+        """What the agent phase leaves, once every `model` process is gone.
+
+        Rules enforced (DESIGN.md §4): no code of the agent runs after the agent
+        phase except inside a check, as sse-runner — a check the agent asked for is
+        stopped (its sse-runner processes killed) before this returns; sse-runner
+        cannot reach the archive — the archive's top folder becomes root:model
+        0750 through a descriptor (model, and the daemon reading dialog.jsonl as
+        model, still may; hand-over gives it to the host's user), and the source
+        tree's top loses every right of others, so no grading check can leave
+        files where they would reach the host (`archive/`, `source.tar.gz`);
+        what the agent left in shared writable places is gone before grading —
+        model's and sse-runner's files in /tmp, /var/tmp, /dev/shm, /run/lock and
+        /dev/mqueue (not the archive, source tree or home) and their IPC objects.
+        """
+        if await self.checks.stop_agent_check():
+            log.info("agent phase over: the check the agent asked for was stopped")
+        model = self.privileges.model
+        closing = (
+            (self.config.archive_dir, 0, model.gid, 0o750),
+            (self.source, model.uid, model.gid, 0o750),
+        )
+        for path, uid, gid, mode in closing:
+            problem = await asyncio.to_thread(close_dir, path, uid=uid, gid=gid, mode=mode)
+            if problem is not None:
+                log.warning("agent phase over: not closed to others: %s", problem)
+        removed = await self.checks.sweeper.after_agent()
+        if removed:
+            shown = ", ".join(removed[:20]) + (", ..." if len(removed) > 20 else "")
+            log.info("agent phase over: removed %d leftovers: %s", len(removed), shown)
 
     async def prepare_grading(self, *, admin: bool) -> PrepareGradingResponse:
         """`POST /prepare_grading`: the agent phase ended (if it was not), a fresh check
@@ -393,6 +450,8 @@ class Daemon:
             if not self.agent_phase_over:
                 # Nothing of the agent may change the tree while (or after) it is graded.
                 await self._end_agent_phase()
+            # An agent_exited still at work (stopping a check) finishes before grading.
+            await self._agent_phase_cleared.wait()
             await self.checks.reset()
             patch = await self.differ.diff()
             results = self.config.results_dir

@@ -4,7 +4,9 @@ Each command is handed to the shell quoted as `$'…'` and run with `eval`, so
 `cd`, `export` and shell variables persist between commands; its stdin is
 /dev/null. A random marker printed after it on both streams ends its output
 and carries its exit status. A shell that exits or times out is replaced by a
-fresh one with the next command.
+fresh one with the next command — until `close`, at the end of the agent phase:
+from then on no shell starts again, whoever asks (DESIGN.md §4: no code of the
+agent runs after the agent phase except inside a check, as sse-runner).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from ssebench.daemon._errors import BadRequestError
+from ssebench.daemon._errors import BadRequestError, ForbiddenError
 from ssebench.daemon._procs import (
     CappedBuffer,
     Child,
@@ -99,6 +101,8 @@ class Shell:
         self._child: Child | None = None
         self._out: _Stream | None = None
         self._err: _Stream | None = None
+        self.closed = False
+        """Set by `close`: no shell starts again."""
 
     @property
     def pid(self) -> int | None:
@@ -106,7 +110,14 @@ class Shell:
         child = self._child
         return child.pid if child is not None and child.returncode is None else None
 
+    def _refuse_if_closed(self) -> None:
+        if self.closed:
+            raise ForbiddenError(
+                "the agent phase is over: the shell is closed", code="agent_phase_over"
+            )
+
     async def _start(self) -> tuple[Child, _Stream, _Stream]:
+        self._refuse_if_closed()
         if self._child is not None and self._child.returncode is None:
             assert self._out is not None and self._err is not None
             return self._child, self._out, self._err
@@ -135,6 +146,7 @@ class Shell:
 
         Raises:
             BadRequestError: the command cannot be given to bash (a NUL character).
+            ForbiddenError: the shell was closed, before or while the command ran.
             OSError: bash cannot be started.
         """
         quoted = ansi_c_quote(command)
@@ -173,6 +185,8 @@ class Shell:
                         f"command starts a new one in {self.cwd}\n".encode()
                     )
             result.seconds = time.monotonic() - started
+            # Closed under the command: its answer says so, not that the shell died.
+            self._refuse_if_closed()
             return result
 
     async def _ended(self, child: Child) -> int:
@@ -188,6 +202,11 @@ class Shell:
         if child is not None:
             child.kill()
             child.close()
+
+    async def close(self) -> None:
+        """Stop the shell for good: no command starts one again."""
+        self.closed = True
+        await self.stop()
 
     async def stop(self) -> None:
         """Kill the shell and its process group (children that left the group survive)."""

@@ -6,10 +6,11 @@ import asyncio
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from ssebench.daemon._procs import DEFAULT_PATH, clean_path
+from ssebench.daemon._sweep import remove_named
 
 
 def _cp(environ: Mapping[str, str]) -> str | None:
@@ -27,7 +28,12 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 async def copy_tree(
-    src: Path, dst: Path, *, owner: tuple[int, int] | None, environ: Mapping[str, str]
+    src: Path,
+    dst: Path,
+    *,
+    owner: tuple[int, int] | None,
+    environ: Mapping[str, str],
+    skip: Collection[str] = (),
 ) -> None:
     """Copy `src` to the new path `dst` preserving modes, times, links and symlinks.
 
@@ -36,6 +42,7 @@ async def copy_tree(
         dst: where the copy goes; must not exist.
         owner: (uid, gid) that owns every entry of the copy, or None to keep owners.
         environ: the image's environment (where to find `cp`).
+        skip: names left out of the copy at any depth (gone before it is handed to `owner`).
 
     Raises:
         OSError: the copy failed; the message says why.
@@ -58,6 +65,8 @@ async def copy_tree(
         _, err = await proc.communicate()
         if proc.returncode != 0:
             raise OSError(f"cp -a {src} {dst} failed: {err.decode(errors='replace').strip()}")
+    if skip:
+        await asyncio.to_thread(remove_named, dst, skip)
     if owner is not None:
         await asyncio.to_thread(_chown_tree, dst, *owner)
 
