@@ -70,6 +70,7 @@ class Repo:
         )
         self.differ = DiffTaker(
             source=self.source,
+            repo=self.pristine,
             state_dir=tmp_path / "state",
             environ={"PATH": os.environ["PATH"]},
             extra_env=fake_privileges().extra_env,
