@@ -384,11 +384,30 @@ class Entrypoint:
                     f"left alone in {directory} (hard links or not ours): "
                     + ", ".join(done.skipped[:10])
                 )
+        self._kill_model()
         try:
             write_marker(settings.results_dir, contract.GRADED_MARKER, f"{status}\n", *self.owner)
         except OSError as exc:
             self.say(f"cannot write the {contract.GRADED_MARKER} marker: {exc}")
         self.say(f"graded: {status}")
+
+    def _kill_model(self) -> None:
+        """Kill every `model` process once more, just before the `.graded` marker.
+
+        Integrity rule (DESIGN.md §4): `model` is killed again after every step
+        that could start its code, until `.graded` is written; after the marker
+        a kept run may start shells as `model` (`runs exec`).
+        """
+        model = self.settings.model
+        if os.geteuid() != 0 or model.uid in (0, os.geteuid()):
+            return
+        try:
+            killed = kill_user(model.uid, model.gid, self.children)
+        except (RuntimeError, ValueError) as exc:  # e.g. a process stuck in the kernel
+            self.say(f"cannot end every process of {model.name} before the marker: {exc}")
+            return
+        if killed:
+            self.say(f"killed {killed} process(es) of {model.name} found after grading")
 
     def _status(self) -> str:
         from ssebench.spec import Result, read_json
