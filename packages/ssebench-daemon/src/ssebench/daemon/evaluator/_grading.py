@@ -25,6 +25,9 @@ from ssebench.daemon._messages import (
 )
 from ssebench.spec import PatchResult, Status
 
+PATCH_REFUSALS: Final = frozenset({"patch_did_not_apply", "tree_unreadable"})
+"""Codes of a prepare_grading refusal that the agent's patch itself caused: `failed`."""
+
 LOG_TAIL_CHARS: Final = 32 * 1024
 """Characters of each output stream kept in `error_log` (its end; the full log is a check log)."""
 
@@ -87,6 +90,7 @@ class Grade:
     error_msg: str | None = None
     error_log: str | None = None
     infrastructure_error: bool = False
+    patch_refused: bool = False
     timed_out: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -120,10 +124,14 @@ class Grade:
 
     def patch_result(self) -> PatchResult:
         """The grade: `error` when grading itself failed, timed out or ran no check;
-        `passed` when at least one check ran and all that ran passed; else `failed`."""
+        `failed` when the agent's diff cannot be graded (it does not apply, or the
+        agent closed its tree); `passed` when at least one check ran and all that
+        ran passed; else `failed`."""
         status: Status
         if self.infrastructure_error or self.timed_out:
             status = "error"
+        elif self.patch_refused:
+            status = "failed"
         elif not self.ran_any():
             status = "error"
             if self.error_msg is None:
@@ -201,8 +209,14 @@ def grade(
         result.timed_out = True
         result.fail(f"the evaluator's time limit ({deadline.seconds:g} s) ran out during a check")
     except DaemonRefusedError as exc:
-        result.infrastructure_error = True
-        result.fail(str(exc))
+        # Nothing the agent does turns `failed` into `error` (DESIGN.md §4): a diff that
+        # cannot be applied or read is the agent's, not the harness's.
+        if exc.code in PATCH_REFUSALS:
+            result.patch_refused = True
+            result.fail(f"the agent's diff cannot be graded: {exc.detail}")
+        else:
+            result.infrastructure_error = True
+            result.fail(str(exc))
     except (DaemonUnreachableError, DaemonProtocolError, ConnectionError) as exc:
         result.infrastructure_error = True
         result.fail(f"grading lost the daemon: {exc}")
