@@ -380,3 +380,30 @@ def test_a_tree_its_owner_closed_to_itself_is_a_clear_conflict(repo: Repo) -> No
         repo.source.chmod(0o755)
     assert caught.value.code == "tree_unreadable"
     assert "cannot be read" in caught.value.message
+
+
+def test_nested_repositories_and_gitmodules_start_nothing(repo: Repo) -> None:
+    marker = repo.source.parent / "ran"
+    nested = repo.source / "vendor"
+    nested.mkdir()
+    (nested / "code.c").write_text("int x;\n")
+    git(nested, "init", "-q")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-q", "-m", "vendored")
+    trap = f"touch {marker}"
+    with (nested / ".git" / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = {trap}\n\tpager = {trap}\n\thooksPath = hooks\n")
+    (nested / "hooks").mkdir()
+    for hook in ("post-index-change", "pre-commit", "post-checkout", "reference-transaction"):
+        (nested / "hooks" / hook).write_text(f"#!/bin/sh\n{trap}\n")
+        (nested / "hooks" / hook).chmod(0o755)
+    (repo.source / ".gitmodules").write_text(
+        f'[submodule "vendor"]\n\tpath = vendor\n\turl = ./vendor\n\tupdate = !{trap}\n'
+    )
+    (repo.source / ".gitattributes").write_text("* filter=lfs diff=lfs merge=lfs\n")
+    (repo.source / "lib.txt").write_text("fixed\n")
+    patch = repo.diff()
+    assert b"+fixed" in patch
+    assert "vendor" in repo.files()
+    assert "initial" in asyncio.run(repo.differ.commits_log())
+    assert not marker.exists()
