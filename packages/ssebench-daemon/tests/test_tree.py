@@ -23,7 +23,6 @@ import pytest
 
 from ssebench.daemon._tree import (
     MAX_OPEN_DIRS,
-    _copy_in_python,
     chown_tree,
     copy_tree,
     open_parent,
@@ -202,9 +201,9 @@ def test_a_tree_deeper_than_the_recursion_limit_is_copied_handed_over_and_remove
     assert data == b"at the bottom\n"
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (NOBODY, NOBODY, 0o640)
     assert stat.S_ISLNK(link.st_mode) and link.st_uid == NOBODY
-    # Without cp: the same in Python, modes and owners kept.
+    # Owners kept (owner=None), modes too.
     mirror = tmp_path / "mirror"
-    _copy_in_python(copy, mirror)
+    asyncio.run(copy_tree(copy, mirror, owner=None))
     data, info, link = read_deep(mirror, parts)
     assert data == b"at the bottom\n"
     assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (NOBODY, 0o640)
@@ -296,3 +295,31 @@ def test_folders_the_daemon_may_not_enter_are_opened_through_their_descriptor() 
         assert not top.exists()
     finally:
         remove_tree_sync(base)
+
+
+def test_a_copy_keeps_modes_times_and_links_and_leaves_special_files_out(
+    tmp_path: Path, canary: Path
+) -> None:
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "tool").write_text("#!/bin/sh\n")
+    (src / "bin" / "tool").chmod(0o751)
+    (src / "data.bin").write_bytes(bytes(range(256)) * 1000)
+    os.utime(src / "data.bin", ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    (src / "to-canary").symlink_to(canary)
+    (src / "dangling").symlink_to("nowhere")
+    os.mkfifo(src / "fifo")
+    (src / "ro").mkdir()
+    (src / "ro" / "f").write_text("x")
+    (src / "ro").chmod(0o555)
+    dst = tmp_path / "dst"
+    asyncio.run(copy_tree(src, dst, owner=None))
+    assert (dst / "bin" / "tool").stat().st_mode & 0o777 == 0o751
+    assert (dst / "data.bin").read_bytes() == (src / "data.bin").read_bytes()
+    assert (dst / "data.bin").stat().st_mtime_ns == 1_000_000_000_000_000_000
+    assert (dst / "to-canary").readlink() == canary
+    assert str((dst / "dangling").readlink()) == "nowhere"
+    assert not os.path.lexists(dst / "fifo")
+    assert (dst / "ro").stat().st_mode & 0o777 == 0o555
+    assert (dst / "ro" / "f").read_text() == "x"
+    remove_tree_sync(dst)

@@ -80,9 +80,8 @@ class _Copy:
             return
         try:
             copy_file_at(
-                visit.parent_fd, visit.name, into, visit.name, info.st_size,
-                mode=0o644, uid=self.owner_uid,
-            )  # fmt: skip
+                visit.parent_fd, visit.name, into, visit.name, mode=0o644, uid=self.owner_uid
+            )
         except OSError:
             self.skipped.append(visit.relative() or visit.name)
             return

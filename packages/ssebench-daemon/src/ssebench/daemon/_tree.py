@@ -25,14 +25,11 @@ import contextlib
 import errno
 import os
 import resource
-import shutil
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
-
-from ssebench.daemon._procs import DEFAULT_PATH, clean_path
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 """How every folder of a walk is opened: never through a symlink."""
@@ -61,34 +58,103 @@ class Visit:
     `parent_fd` is the open folder holding `name`. A folder is visited twice:
     on entering (`fd` open on it; set `descend = False` to skip what is
     inside) and on leaving (`leaving`, its descriptor closed). Everything else
-    is visited once, with `fd` None.
+    is visited once, with `fd` None; its `info` is taken when first asked.
     """
 
     parent_fd: int
     name: str
-    info: os.stat_result
     depth: int
     names: list[str] = field(repr=False)
     fd: int | None = None
     leaving: bool = False
     descend: bool = True
+    known: os.stat_result | None = field(default=None, repr=False)
+
+    @property
+    def info(self) -> os.stat_result:
+        """The entry's lstat (through `parent_fd`; for a folder, of the folder it opened).
+
+        Raises:
+            OSError: the entry is gone.
+        """
+        if self.known is None:
+            self.known = os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
+        return self.known
 
     @property
     def is_dir(self) -> bool:
-        """Whether the entry is a folder."""
-        return stat.S_ISDIR(self.info.st_mode)
+        """Whether the entry is a folder the walk entered (or is leaving)."""
+        return self.fd is not None or self.leaving
 
     def relative(self) -> str:
         """The entry's path below the walk's top (`` for the top itself)."""
         return "/".join([*self.names[1:], self.name]) if self.depth else ""
 
 
-@dataclass
-class _Frame:
-    name: str
-    info: os.stat_result
-    fd: int | None
-    pending: list[str]
+class _Chain:
+    """Descriptors of nested folders (the last the deepest), at most `MAX_OPEN_DIRS` of
+    them open: the deepest always, an ancestor let go when needed and opened again
+    through `..` of its child (and checked) when the walk climbs back to it."""
+
+    def __init__(self) -> None:
+        self.fds: list[int | None] = []
+        self.infos: list[os.stat_result] = []
+        self.lowest = 0  # fds[:lowest] were let go; the rest are open
+
+    def __len__(self) -> int:
+        return len(self.fds)
+
+    def push(self, fd: int, info: os.stat_result) -> None:
+        """Add the child of the deepest folder (its descriptor is the chain's now)."""
+        if len(self.fds) - self.lowest >= MAX_OPEN_DIRS:
+            oldest = self.fds[self.lowest]
+            assert oldest is not None
+            os.close(oldest)
+            self.fds[self.lowest] = None
+            self.lowest += 1
+        self.fds.append(fd)
+        self.infos.append(info)
+
+    def top(self) -> int:
+        """The deepest folder's descriptor."""
+        fd = self.fds[-1]
+        assert fd is not None
+        return fd
+
+    def pop(self) -> None:
+        """Close the deepest folder; its parent, if any, is open afterwards.
+
+        Raises:
+            TreeChangedError: the parent is not the folder it was.
+        """
+        fd = self.top()
+        self.fds.pop()
+        self.infos.pop()
+        try:
+            if self.fds and self.fds[-1] is None:
+                parent = os.open("..", DIR_FLAGS, dir_fd=fd)
+                if not _same(os.fstat(parent), self.infos[-1]):
+                    os.close(parent)
+                    raise TreeChangedError("..")
+                self.fds[-1] = parent
+                self.lowest = len(self.fds) - 1
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close every descriptor still open."""
+        for fd in self.fds[self.lowest :]:
+            if fd is not None:
+                os.close(fd)
+        self.fds.clear()
+        self.infos.clear()
+        self.lowest = 0
+
+
+def _list(fd: int) -> list[tuple[str, bool]]:
+    """Each entry's name and whether it looks like a folder (from the listing itself)."""
+    with os.scandir(fd) as entries:
+        return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
 
 
 def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
@@ -96,10 +162,6 @@ def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-
-
-def _list(fd: int) -> list[str]:
-    return os.listdir(fd)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -174,14 +236,6 @@ def _settle(parent_fd: int, name: str, *, unlock: bool) -> tuple[os.stat_result,
     raise TreeChangedError(name)
 
 
-def _reopen_parent(child_fd: int, parent: _Frame) -> int:
-    fd = os.open("..", DIR_FLAGS, dir_fd=child_fd)
-    if not _same(os.fstat(fd), parent.info):
-        os.close(fd)
-        raise TreeChangedError(parent.name)
-    return fd
-
-
 def walk(
     parent_fd: int, name: str, *, same_device: bool = True, unlock: bool = False
 ) -> Iterator[Visit]:
@@ -193,7 +247,7 @@ def walk(
     Args:
         parent_fd: the folder holding the top (stays the caller's).
         name: the top: a folder (walked) or anything else (visited alone).
-        same_device: leave out entries on another file system than the top.
+        same_device: leave out folders on another file system than the top (mounts).
         unlock: make folders of the caller's own user u+rwx (through their
             descriptors) when it could not otherwise empty them.
 
@@ -207,60 +261,46 @@ def walk(
     info, fd = settled
     names = [name]
     if fd is None:
-        yield Visit(parent_fd, name, info, 0, names)
+        yield Visit(parent_fd, name, 0, names, known=info)
         return
-    frames = [_Frame(name, info, fd, [])]
+    chain = _Chain()
+    chain.push(fd, info)
+    pending: list[list[tuple[str, bool]]] = [[]]  # per folder of the chain: still to visit
     try:
-        enter = Visit(parent_fd, name, info, 0, names, fd=fd)
+        enter = Visit(parent_fd, name, 0, names, fd=fd, known=info)
         yield enter
-        frames[0].pending = _list(fd) if enter.descend else []
-        lowest = 0  # frames[:lowest] let their descriptors go; the rest hold theirs
-        while frames:
-            frame = frames[-1]
-            assert frame.fd is not None
-            if frame.pending:
-                child = frame.pending.pop()
-                settled = _settle(frame.fd, child, unlock=unlock)
+        pending[0] = _list(fd) if enter.descend else []
+        while chain:
+            depth, here = len(chain), chain.top()
+            if pending[-1]:
+                child, looks_like_dir = pending[-1].pop()
+                if not looks_like_dir:
+                    # Acted on through `here` without following: no need to lstat first.
+                    yield Visit(here, child, depth, names)
+                    continue
+                settled = _settle(here, child, unlock=unlock)
                 if settled is None:
                     continue
                 child_info, child_fd = settled
-                if same_device and child_info.st_dev != info.st_dev:
-                    if child_fd is not None:
-                        os.close(child_fd)
-                    continue
                 if child_fd is None:
-                    yield Visit(frame.fd, child, child_info, len(frames), names)
+                    yield Visit(here, child, depth, names, known=child_info)
                     continue
-                try:
-                    enter = Visit(frame.fd, child, child_info, len(frames), names, fd=child_fd)
-                    yield enter
-                    pending = _list(child_fd) if enter.descend else []
-                except BaseException:
+                if same_device and child_info.st_dev != info.st_dev:
                     os.close(child_fd)
-                    raise
-                if len(frames) - lowest >= MAX_OPEN_DIRS:
-                    oldest = frames[lowest]
-                    assert oldest.fd is not None
-                    os.close(oldest.fd)
-                    oldest.fd = None
-                    lowest += 1
-                frames.append(_Frame(child, child_info, child_fd, pending))
+                    continue
+                chain.push(child_fd, child_info)
+                enter = Visit(here, child, depth, names, fd=child_fd, known=child_info)
+                yield enter
+                pending.append(_list(child_fd) if enter.descend else [])
                 names.append(child)
                 continue
-            frames.pop()
-            names.pop()
-            if frames and frames[-1].fd is None:
-                frames[-1].fd = _reopen_parent(frame.fd, frames[-1])
-                lowest = len(frames) - 1
-            os.close(frame.fd)
-            frame.fd = None
-            holder = frames[-1].fd if frames else parent_fd
-            assert holder is not None
-            yield Visit(holder, frame.name, frame.info, len(frames), names, leaving=True)
+            left, left_info = names.pop(), chain.infos[-1]
+            pending.pop()
+            chain.pop()
+            holder = chain.top() if chain else parent_fd
+            yield Visit(holder, left, depth - 1, names, leaving=True, known=left_info)
     finally:
-        for frame in frames:
-            if frame.fd is not None:
-                os.close(frame.fd)
+        chain.close()
 
 
 def open_parent(path: Path) -> int:
@@ -351,39 +391,6 @@ def chown_tree(path: Path, uid: int, gid: int) -> None:
 # -- copying -------------------------------------------------------------------------------
 
 
-def copy_file_at(
-    src_dir: int,
-    name: str,
-    dst_dir: int,
-    dst_name: str,
-    size: int,
-    *,
-    mode: int = 0o600,
-    uid: int | None = None,
-) -> None:
-    """Copy `size` bytes of the regular file `name` (not through a link) to a new file
-    `dst_name` of mode `mode`.
-
-    Raises:
-        OSError: the source is not a regular file (owned by `uid`, when given) of at
-            least that size, or the copy failed.
-    """
-    src = os.open(name, FILE_FLAGS, dir_fd=src_dir)
-    try:
-        info = os.fstat(src)
-        if not stat.S_ISREG(info.st_mode) or uid not in (None, info.st_uid):
-            raise OSError(errno.EINVAL, f"{name!r} is not a regular file of its owner")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        dst = os.open(dst_name, flags, 0o600, dir_fd=dst_dir)
-        try:
-            os.fchmod(dst, mode)
-            send_file(src, dst, size)
-        finally:
-            os.close(dst)
-    finally:
-        os.close(src)
-
-
 def send_file(src: int, dst: int, size: int) -> None:
     """Write exactly `size` bytes of the open file `src` to `dst` (a file or a pipe).
 
@@ -398,90 +405,132 @@ def send_file(src: int, dst: int, size: int) -> None:
         left -= sent
 
 
-def _copy_in_python(src: Path, dst: Path) -> None:
-    """`cp -a` for images without cp: folders, files, links, modes, times and (as root)
-    owners; other kinds of files are left out. One descriptor per level of the copy."""
-    src_parent, dst_parent = open_parent(src), open_parent(dst)
-    opened: list[int] = []
+def _copy_file(
+    src_dir: int,
+    name: str,
+    dst_dir: int,
+    dst_name: str,
+    *,
+    owner: tuple[int, int] | None,
+    mode: int | None = None,
+    times: bool = True,
+    uid: int | None = None,
+) -> os.stat_result:
+    """Copy the regular file `name` (opened without following) to the new file `dst_name`:
+    contents, then owner (`owner`, or the source's as root), mode (`mode`, or the
+    source's) and times. Returns the source's fstat.
+
+    Raises:
+        OSError: the source is not a regular file (of `uid`, when given), or the copy failed.
+    """
+    src = os.open(name, FILE_FLAGS, dir_fd=src_dir)
+    try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode) or uid not in (None, info.st_uid):
+            raise OSError(errno.EINVAL, f"{name!r} is not a regular file of its owner")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        dst = os.open(dst_name, flags, 0o600, dir_fd=dst_dir)
+        try:
+            send_file(src, dst, info.st_size)
+            _set_attributes(dst, info, owner=owner, mode=mode, times=times)
+        finally:
+            os.close(dst)
+        return info
+    finally:
+        os.close(src)
+
+
+def copy_file_at(
+    src_dir: int, name: str, dst_dir: int, dst_name: str, *, mode: int, uid: int
+) -> None:
+    """Copy the regular file `name` of `uid` (opened without following) to the new file
+    `dst_name` of mode `mode`, owned by the caller.
+
+    Raises:
+        OSError: the source is not a regular file of `uid`, or the copy failed.
+    """
+    _copy_file(src_dir, name, dst_dir, dst_name, owner=None, mode=mode, times=False, uid=uid)
+
+
+def _set_attributes(
+    fd: int,
+    info: os.stat_result,
+    *,
+    owner: tuple[int, int] | None,
+    mode: int | None = None,
+    times: bool = True,
+) -> None:
+    """Owner first (a change of owner clears set-id bits), then mode and times."""
+    if os.geteuid() == 0:
+        uid, gid = owner or (info.st_uid, info.st_gid)
+        os.fchown(fd, uid, gid)
+    os.fchmod(fd, stat.S_IMODE(info.st_mode) if mode is None else mode)
+    if times:
+        os.utime(fd, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def _copy(src: Path, dst: Path, owner: tuple[int, int] | None) -> None:
+    """`copy_tree` in the calling thread: iterative and fd-relative on both sides."""
+    src_parent = open_parent(src)
+    try:
+        dst_parent = open_parent(dst)
+    except BaseException:
+        os.close(src_parent)
+        raise
+    made = _Chain()
     try:
         for visit in walk(src_parent, src.name, same_device=False):
-            into = opened[-1] if visit.depth else dst_parent
+            into = made.top() if visit.depth else dst_parent
             name = visit.name if visit.depth else dst.name
-            info = visit.info
             if visit.leaving:
-                fd = opened.pop()
-                _finish_entry(fd, info)
-                os.close(fd)
+                _set_attributes(made.top(), visit.info, owner=owner)
+                made.pop()
             elif visit.fd is not None:
                 os.mkdir(name, 0o700, dir_fd=into)
-                opened.append(os.open(name, DIR_FLAGS, dir_fd=into))
-            elif stat.S_ISLNK(info.st_mode):
-                os.symlink(os.readlink(visit.name, dir_fd=visit.parent_fd), name, dir_fd=into)
+                fd = os.open(name, DIR_FLAGS, dir_fd=into)
+                made.push(fd, os.fstat(fd))
+            elif stat.S_ISLNK(visit.info.st_mode):
+                target = os.readlink(visit.name, dir_fd=visit.parent_fd)
+                os.symlink(target, name, dir_fd=into)
                 if os.geteuid() == 0:
-                    os.chown(name, info.st_uid, info.st_gid, dir_fd=into, follow_symlinks=False)
-            elif stat.S_ISREG(info.st_mode):
-                copy_file_at(visit.parent_fd, visit.name, into, name, info.st_size)
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=into)
-                try:
-                    _finish_entry(fd, info)
-                finally:
-                    os.close(fd)
+                    uid, gid = owner or (visit.info.st_uid, visit.info.st_gid)
+                    os.chown(name, uid, gid, dir_fd=into, follow_symlinks=False)
+            elif stat.S_ISREG(visit.info.st_mode):
+                _copy_file(visit.parent_fd, visit.name, into, name, owner=owner)
+            # Sockets, FIFOs and devices are left out, as the tool layer left them out of
+            # /ssebench-repo; hard links become copies.
     finally:
-        for fd in (*opened, src_parent, dst_parent):
-            os.close(fd)
-
-
-def _finish_entry(fd: int, info: os.stat_result) -> None:
-    if os.geteuid() == 0:
-        os.fchown(fd, info.st_uid, info.st_gid)
-    os.fchmod(fd, stat.S_IMODE(info.st_mode))
-    os.utime(fd, ns=(info.st_atime_ns, info.st_mtime_ns))
-
-
-def _cp(environ: Mapping[str, str]) -> str | None:
-    return shutil.which("cp", path=clean_path(environ.get("PATH"))) or shutil.which(
-        "cp", path=DEFAULT_PATH
-    )
+        made.close()
+        os.close(dst_parent)
+        os.close(src_parent)
 
 
 async def copy_tree(
-    src: Path, dst: Path, *, owner: tuple[int, int] | None, environ: Mapping[str, str]
+    src: Path,
+    dst: Path,
+    *,
+    owner: tuple[int, int] | None,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Copy `src` to the new path `dst` preserving modes, times, links and symlinks.
+    """Copy `src` to the new path `dst`: folders, regular files and symlinks, with their
+    modes and times, owned by `owner` (or, as root, by their owners in `src`).
 
-    `src` must be a tree only root can write (e.g. /ssebench-repo), and `dst`
-    a new path in a folder only root can write; handing the copy over to
-    `owner` is fd-relative (`chown_tree`). Any depth works.
+    Iterative and fd-relative on both sides (module docstring), so any depth
+    works and costs what the number of entries costs; nothing is ever
+    written through a link. Sockets, FIFOs and devices are left out and hard
+    links become copies (as in /ssebench-repo, which the tool layer made so).
 
     Args:
         src: the tree to copy (read as root).
-        dst: where the copy goes; must not exist.
+        dst: where the copy goes; must not exist; its parent must be root's.
         owner: (uid, gid) that owns every entry of the copy, or None to keep owners.
-        environ: the image's environment (where to find `cp`).
+        environ: not used (the copy starts no program); kept for callers.
 
     Raises:
         OSError: the copy failed; the message says why.
     """
-    cp = _cp(environ)
-    if cp is None:
-        await asyncio.to_thread(_copy_in_python, src, dst)
-    else:
-        proc = await asyncio.create_subprocess_exec(
-            cp,
-            "-a",
-            "--",
-            str(src),
-            str(dst),
-            env={"PATH": DEFAULT_PATH, "LC_ALL": "C"},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise OSError(f"cp -a {src} {dst} failed: {err.decode(errors='replace').strip()}")
-    if owner is not None:
-        await asyncio.to_thread(chown_tree, dst, *owner)
+    del environ
+    await asyncio.to_thread(_copy, src, dst, owner)
 
 
 def raise_open_file_limit() -> None:
