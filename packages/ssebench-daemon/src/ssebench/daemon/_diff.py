@@ -64,6 +64,17 @@ _STATUS: Final[dict[str, FileStatus]] = {
 
 BASELINE_REF: Final = "refs/ssebench/baseline"
 
+_FAST_IMPORT: Final = (
+    "-c",
+    "pack.depth=0",
+    "-c",
+    "pack.compression=1",
+    "fast-import",
+    "--quiet",
+    "--done",
+)
+"""No deltas and light compression: the baseline is read once, at start, and must be quick."""
+
 _COMMIT: Final = (
     f"commit {BASELINE_REF}\n"
     "committer SSEBench <ssebench@ssebench.invalid> 946684800 +0000\n"
@@ -240,7 +251,7 @@ class DiffTaker:
         env = git_env(self.environ, root, git_dir=self.baseline_dir, extra=self.extra_env)
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
-                git_argv(self.git, "fast-import", "--quiet", "--done"),
+                git_argv(self.git, *_FAST_IMPORT),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
