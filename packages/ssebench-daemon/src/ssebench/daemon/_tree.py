@@ -415,10 +415,10 @@ def _copy_file(
     mode: int | None = None,
     times: bool = True,
     uid: int | None = None,
-) -> os.stat_result:
+) -> None:
     """Copy the regular file `name` (opened without following) to the new file `dst_name`:
     contents, then owner (`owner`, or the source's as root), mode (`mode`, or the
-    source's) and times. Returns the source's fstat.
+    source's) and times.
 
     Raises:
         OSError: the source is not a regular file (of `uid`, when given), or the copy failed.
@@ -435,7 +435,6 @@ def _copy_file(
             _set_attributes(dst, info, owner=owner, mode=mode, times=times)
         finally:
             os.close(dst)
-        return info
     finally:
         os.close(src)
 

@@ -369,6 +369,7 @@ class Entrypoint:
         status = "unknown"
         with contextlib.suppress(Exception):
             status = self._status()
+        self._kill_model()  # before the hand-over too: nothing of model's races it
         for directory, include_self in (
             (settings.results_dir, False),
             # Inside the results directory on the host; elsewhere (a separate volume) too.
@@ -384,7 +385,6 @@ class Entrypoint:
                     f"left alone in {directory} (hard links or not ours): "
                     + ", ".join(done.skipped[:10])
                 )
-        self._kill_model()
         try:
             write_marker(settings.results_dir, contract.GRADED_MARKER, f"{status}\n", *self.owner)
         except OSError as exc:
@@ -392,7 +392,7 @@ class Entrypoint:
         self.say(f"graded: {status}")
 
     def _kill_model(self) -> None:
-        """Kill every `model` process once more, just before the `.graded` marker.
+        """Kill every `model` process once more, before the hand-over and the `.graded` marker.
 
         Integrity rule (DESIGN.md §4): `model` is killed again after every step
         that could start its code, until `.graded` is written; after the marker
