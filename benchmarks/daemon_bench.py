@@ -9,8 +9,8 @@ from this checkout if needed; the container is removed afterwards).
    the container as `model` (one connection to the agent socket, N requests),
    against `docker exec <container> true` from the host: both medians and the
    ratio (target: <= 0.1).
-2. The daemon's scratch copy (`copy_tree`, as a check makes it: `cp -a`, then
-   every entry handed to sse-runner) of a 20,000-file tree, against `cp -a` of
+2. The daemon's scratch copy (`copy_tree`, as a check makes it: fd-relative,
+   every entry owned by sse-runner) of a 20,000-file tree, against `cp -a` of
    the same tree, alternating, in the same container (target: ratio <= 1.2).
 
 Each measurement runs --repeat times after one warm-up; medians are compared.

@@ -447,6 +447,56 @@ def test_nothing_the_agent_left_running_survives_the_agent_phase(
     assert ran.result().patch_result.status == "failed"
 
 
+SURVIVING_EVALUATOR = r"""
+import os, sys, time
+from pathlib import Path
+from ssebench.daemon.evaluator import write_result
+from ssebench.spec import PatchResult, Result, RuntimeResult
+results, spot, uid = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+if os.fork() == 0:
+    # What a lazy fetch or a hook started as `model` during grading would be: its own
+    # session, double-forked, watching for the marker.
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    (spot / "started").touch()
+    while True:
+        if (results / ".graded").exists():
+            (spot / "saw-the-marker").touch()
+            time.sleep(1000)
+        time.sleep(0.002)
+while not (spot / "started").exists():
+    time.sleep(0.01)
+write_result(results, Result(patch_result=PatchResult(status="failed"),
+                             runtime_result=RuntimeResult()))
+"""
+
+
+@needs_root
+def test_a_model_process_started_during_grading_is_dead_before_the_marker(
+    start: Start, layout: Layout
+) -> None:
+    spot = layout.base / "survivor"
+    spot.mkdir()
+    layout.chown(spot, layout.model.uid)
+    script = layout.base / "evaluator.py"
+    script.write_text(SURVIVING_EVALUATOR)
+    ran = start(
+        "exit 0",
+        evaluator_argv=[
+            sys.executable, str(script), str(layout.results), str(spot), str(layout.model.uid),
+        ],
+    )  # fmt: skip
+    assert ran.proc.returncode == 0, ran.stderr
+    assert (spot / "started").exists(), ran.stderr
+    assert (layout.results / ".graded").read_text() == "failed\n"
+    time.sleep(0.5)  # a survivor would have seen the marker by now
+    assert not (spot / "saw-the-marker").exists()
+    assert processes_of(layout.model.uid) == []
+    assert "killed 1 process(es) of sse-test-model found after grading" in ran.stderr
+
+
 def test_a_stop_signal_in_the_agent_phase_exits_143_with_an_error_grade(
     start: Start, layout: Layout
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tarfile
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from ssebench.daemon._budget import CHECK_MARGIN, GRADE_RESERVE, PREPARE_ALLOWANCE
-from ssebench.daemon._client import Reply
+from ssebench.daemon._client import Reply, refusal
 from ssebench.daemon._client._api import DaemonRefusedError
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import (
@@ -206,15 +207,33 @@ def test_only_the_checks_the_task_has_run_and_the_rest_stay_null() -> None:
     assert result.pov_total is None and result.intent_test_success is None
 
 
-def test_a_refused_prepare_grading_is_an_error_that_names_the_reason() -> None:
-    refusal = DaemonRefusedError(
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("patch_did_not_apply", "patch did not apply to /ssebench-repo: error: a.c: patch failed"),
+        ("tree_unreadable", "the source tree /src/p cannot be read: its owner model took"),
+    ],
+)
+def test_a_diff_the_agent_made_ungradable_is_failed_with_the_reason(code: str, reason: str) -> None:
+    refused = refusal(
         "prepare_grading",
-        Reply(409, b'{"error": "patch did not apply", "code": "patch_did_not_apply"}'),
+        Reply(409, json.dumps({"error": reason, "code": code}).encode()),
     )
-    result = grade(FakeGrading(prepare=refusal), Deadline(60)).patch_result()
+    result = grade(FakeGrading(prepare=refused), Deadline(60)).patch_result()
+    assert result.status == "failed"
+    assert result.error_msg == f"the agent's diff cannot be graded: {reason}"
+    assert result.build_success is None
+
+
+def test_a_prepare_grading_the_daemon_failed_is_an_error_that_names_the_reason() -> None:
+    refused = refusal(
+        "prepare_grading",
+        Reply(500, b'{"error": "taking the diff failed: git crashed", "code": "internal_error"}'),
+    )
+    result = grade(FakeGrading(prepare=refused), Deadline(60)).patch_result()
     assert result.status == "error"
     assert result.error_source == "harness"
-    assert result.error_msg is not None and "patch did not apply" in result.error_msg
+    assert result.error_msg is not None and "git crashed" in result.error_msg
     assert result.build_success is None
 
 

@@ -1,15 +1,28 @@
 """Grading on the real wire (fake privileges): `prepare_grading` writes its files and
-applies the diff once; a check stops at the time limit its request gives."""
+applies the diff once, kills what grading started as `model`, answers nothing the
+agent shaped with a 500; a check stops at the time limit its request gives."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from ssebench.spec import PatchResult, Result, RuntimeResult, encode_json
 
 from .conftest import Running
-from .fakes import TAG, tagged, write_script
+from .fakes import TAG, FakeTask, tagged, write_script
+from .test_diff import git
+
+
+def git_commit(tree: Path, message: str) -> None:
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", message)
 
 
 def bash(running: Running, command: str) -> dict[str, object]:
@@ -136,3 +149,66 @@ def test_a_check_limit_that_is_not_a_positive_number_is_a_400(running: Running) 
     assert sorted(p.name for p in running.config.results_dir.glob("*build*")) == [
         "check-0001-build.log"
     ]
+
+
+def test_a_shipped_file_the_agent_un_ignored_and_changed_is_graded(
+    task: FakeTask, start_daemon: Callable[..., Running]
+) -> None:
+    # The image ships a generated file its .gitignore ignores (so the agent's
+    # initial commit lacks it, and on 1bf8a76 the diff added it: `git apply` refused).
+    for tree in (task.config.repo_dir, task.source):
+        (tree / ".gitignore").write_text("*.gen\n")
+        (tree / "config.gen").write_text("generated\n")
+    git_commit(task.source, "ignore generated files")
+    running = start_daemon()
+    bash(running, "printf '' > .gitignore && echo 'changed' > config.gen && echo x > new.txt")
+    assert running.admin.post("/admin/agent_exited").status_code == 200
+    answer = running.admin.post("/prepare_grading")
+    assert answer.status_code == 200, answer.text
+    assert (running.config.repo_dir / "config.gen").read_text() == "changed\n"
+    assert (running.config.repo_dir / ".gitignore").read_text() == ""
+    assert (running.config.repo_dir / "new.txt").read_text() == "x\n"
+
+
+@pytest.mark.parametrize("applies", [True, False])
+def test_prepare_grading_kills_what_a_grading_step_started_as_model(
+    running: Running, monkeypatch: pytest.MonkeyPatch, applies: bool
+) -> None:
+    """Stands in for agent code a grading step could start (a lazy fetch, a hook): it
+    must be dead when prepare_grading answers, whether grading could go on or not."""
+    bash(running, "printf 'fixed\\n' > lib.txt")
+    if not applies:
+        (running.config.repo_dir / "lib.txt").write_text("moved on\n")
+    tag = running.privileges.extra_env[TAG]
+    started: list[subprocess.Popen[bytes]] = []
+    taken = running.daemon.differ.commits_log
+
+    async def commits_log() -> str:
+        started.append(
+            subprocess.Popen(
+                ["sleep", "1000"], env={**os.environ, TAG: tag}, start_new_session=True
+            )
+        )
+        return await taken()
+
+    monkeypatch.setattr(running.daemon.differ, "commits_log", commits_log)
+    assert running.admin.post("/admin/agent_exited").status_code == 200
+    answer = running.admin.post("/prepare_grading")
+    assert answer.status_code == (200 if applies else 409), answer.text
+    assert len(started) == 1
+    assert started[0].wait(5) == -signal.SIGKILL
+    assert tagged(tag) == []
+
+
+def test_a_tree_the_agent_closed_to_itself_is_a_conflict_never_a_500(running: Running) -> None:
+    bash(running, 'chmod 0 "$PWD"')
+    try:
+        for client in (running.agent, running.admin):
+            answer = client.get("/diff")
+            assert (answer.status_code, answer.json()["code"]) == (409, "tree_unreadable")
+        assert running.admin.post("/admin/agent_exited").status_code == 200
+        answer = running.admin.post("/prepare_grading")
+        assert (answer.status_code, answer.json()["code"]) == (409, "tree_unreadable")
+        assert "cannot be read" in answer.json()["error"]
+    finally:
+        running.daemon.source.chmod(0o755)

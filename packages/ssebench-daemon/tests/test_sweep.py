@@ -24,9 +24,9 @@ from ssebench.daemon._sweep import (
     close_dir,
     identities,
     remove_entry,
-    remove_named,
     sweep_tree,
 )
+from ssebench.daemon._tree import copy_tree
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="giving files to other users needs root (the daemon is root)"
@@ -242,15 +242,16 @@ def test_the_sweeper_after_a_check_also_sweeps_the_agent_trees(tmp_path: Path) -
     assert (source / "lib.txt").exists()
 
 
-def test_remove_named_drops_every_git_at_any_depth(tmp_path: Path) -> None:
+def test_a_copy_leaves_out_every_git_at_any_depth(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    (source / ".git" / "objects").mkdir(parents=True)
+    (source / ".git" / "objects" / "pack").write_text("history")
+    (source / "sub").mkdir()
+    (source / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    (source / "sub" / "code.c").write_text("int x;\n")
+    (source / "keep.git").write_text("not git\n")
     tree = tmp_path / "copy"
-    (tree / ".git" / "objects").mkdir(parents=True)
-    (tree / ".git" / "objects" / "pack").write_text("history")
-    (tree / "sub").mkdir()
-    (tree / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
-    (tree / "sub" / "code.c").write_text("int x;\n")
-    (tree / "keep.git").write_text("not git\n")
-    remove_named(tree, [".git"])
+    asyncio.run(copy_tree(source, tree, owner=None, skip=[".git"]))
     left = sorted(str(path.relative_to(tree)) for path in tree.rglob("*"))
     assert left == ["keep.git", "sub", "sub/code.c"]
 

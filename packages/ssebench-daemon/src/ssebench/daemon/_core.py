@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Final
 
 import msgspec
 
-from ssebench.daemon._checks import ISOLATED_GIT_ENV, CheckRunner, Privileges
+from ssebench.daemon._checks import CheckRunner, Privileges
 from ssebench.daemon._config import DaemonConfig
 from ssebench.daemon._diff import DiffTaker
 from ssebench.daemon._errors import (
@@ -27,6 +28,7 @@ from ssebench.daemon._errors import (
     NotFoundError,
 )
 from ssebench.daemon._gate import ACTIONS, Action, allowed, task_has
+from ssebench.daemon._git import git_argv, git_env, make_git_dir
 from ssebench.daemon._messages import (
     AgentExitedResponse,
     BashRequest,
@@ -48,6 +50,7 @@ from ssebench.daemon._procs import Identity, child_env, current_identity, read_a
 from ssebench.daemon._results_log import ResultsLog
 from ssebench.daemon._shell import Shell
 from ssebench.daemon._sweep import close_dir
+from ssebench.daemon._tree import remove_tree
 from ssebench.spec import DecodeError, Result, TaskConfig, contract, read_json
 
 log = logging.getLogger("ssebench.daemon")
@@ -105,6 +108,7 @@ class Daemon:
         self._grading_lock = asyncio.Lock()
         self.differ = DiffTaker(
             source=self.source,
+            repo=config.repo_dir,
             state_dir=config.state_dir,
             environ=self.environ,
             git=git,
@@ -438,45 +442,72 @@ class Daemon:
         session, final.patch and commits.log written, the diff applied to `/ssebench-repo`.
         A second call answers the same.
 
+        Integrity rule (DESIGN.md §4): no code the agent wrote or configured runs
+        after the agent phase; `model` is killed again after every step that could
+        start its code. Taking the diff and the history runs git as `model` (on
+        private git directories, see `_diff` and `_history`), so every `model`
+        process is killed once more when this returns, whatever happened.
+
         Raises:
             ForbiddenError: asked on an agent-facing listener.
-            ConflictError: the diff does not apply (code `patch_did_not_apply`).
+            ConflictError: the diff does not apply (code `patch_did_not_apply`), or the
+                agent closed its own tree to itself (code `tree_unreadable`).
             InternalError: git failed or a file cannot be written.
         """
         self.require_admin(admin, "preparing grading")
         async with self._grading_lock:
             if self.final_patch is not None:
                 return PrepareGradingResponse(success=True, patch_bytes=len(self.final_patch))
-            if not self.agent_phase_over:
-                # Nothing of the agent may change the tree while (or after) it is graded.
-                await self._end_agent_phase()
-            # An agent_exited still at work (stopping a check) finishes before grading.
-            await self._agent_phase_cleared.wait()
-            await self.checks.reset()
-            patch = await self.differ.diff()
-            results = self.config.results_dir
-            results.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _write_private(results / "final.patch", patch)
-            commits = await self.differ.commits_log()
-            _write_private(results / "commits.log", commits.encode("utf-8", errors="replace"))
-            if patch:
-                await self._apply_to_repo(results / "final.patch")
+            try:
+                if not self.agent_phase_over:
+                    # Nothing of the agent may change the tree while (or after) it is graded.
+                    await self._end_agent_phase()
+                # An agent_exited still at work (stopping a check) finishes before grading.
+                await self._agent_phase_cleared.wait()
+                await self.checks.reset()
+                patch = await self.differ.diff()
+                results = self.config.results_dir
+                results.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _write_private(results / "final.patch", patch)
+                commits = await self.differ.commits_log()
+                _write_private(results / "commits.log", commits.encode("utf-8", errors="replace"))
+                if patch:
+                    await self._apply_to_repo(results / "final.patch")
+            finally:
+                survivors = await self.privileges.killer.kill_all(self.privileges.model)
+                if survivors:
+                    log.warning("prepare_grading: %d model processes found and killed", survivors)
             self.checks.repo_patched = True
             self.final_patch = patch
             log.info("grading prepared: %d bytes of diff applied", len(patch))
             return PrepareGradingResponse(success=True, patch_bytes=len(patch))
 
     async def _apply_to_repo(self, patch: Path) -> None:
-        env = {"PATH": child_env(self.environ, self.privileges.model)["PATH"], "HOME": "/"}
-        env.update(ISOLATED_GIT_ENV)
-        output = await run(
-            [self.git, "apply", "--binary", "--whitespace=nowarn", str(patch)],
-            identity=_root_or_self(),
-            cwd=self.config.repo_dir,
-            env=env,
-            timeout=600,
-            limit=self.config.max_stream_bytes,
-        )
+        """`git apply` the agent's diff to /ssebench-repo, as root, on a private git
+        directory: no configuration, attribute or filter of the project's own `.git`
+        or `.gitattributes` changes what is written (the diff was taken the same way),
+        and git apply refuses paths through links and out of the tree.
+
+        Raises:
+            ConflictError: it does not apply (code `patch_did_not_apply`).
+        """
+        root = _root_or_self()
+        state = self.config.state_dir
+        work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="apply-", dir=state))
+        try:
+            await asyncio.to_thread(make_git_dir, work / "git")
+            output = await run(
+                git_argv(self.git, "apply", "--binary", "--whitespace=nowarn", str(patch)),
+                identity=root,
+                cwd=self.config.repo_dir,
+                env=git_env(
+                    self.environ, root, git_dir=work / "git", work_tree=self.config.repo_dir
+                ),
+                timeout=600,
+                limit=self.config.max_stream_bytes,
+            )
+        finally:
+            await remove_tree(work)
         _write_private(
             self.config.results_dir / "prepare_grading.log",
             f"$ git apply --binary final.patch (in {self.config.repo_dir})\n"

@@ -1,14 +1,24 @@
-"""The agent's diff: its working tree against a private copy of the initial commit.
+"""The agent's diff: its working tree against exactly the content of /ssebench-repo.
 
-Before any listener binds, the initial commit is fetched into a private bare
-repository (`<state>/baseline.git`, then made root-owned and read-only). Each
-diff builds a fresh index in a throw-away git directory whose objects borrow
-the baseline's, adds the whole working tree (`git add -A`), and diffs that
-against the baseline. Nothing of the agent's repository is used: not its
-history (rewritten, amended or deleted `.git` change nothing), configuration,
-hooks, attributes, filters or excludes. The agent's `.gitignore` files are
-honoured, as git always does. Git runs as the tree's owner, so the tree is
-read with that user's permissions, never root's.
+Before any listener binds, root reads /ssebench-repo — every file, ignored
+ones included, no `.git` folder or file, as `images/tool/setup.py` copied it
+into the agent's tree — into a private bare repository
+(`<state>/baseline.git`, root's, read-only to others) with `git fast-import`.
+Each diff builds a fresh index in a throw-away git directory whose objects
+borrow the baseline's: the baseline tree is read into it first, then the
+working tree is added (`git add -A`), so every file /ssebench-repo has stays
+tracked whatever the agent's `.gitignore` says, and a new file its
+`.gitignore` ignores stays out. The diff of that index against the baseline
+therefore applies to /ssebench-repo whenever the agent changed only its tree.
+
+Integrity rule (DESIGN.md §4): git never honours the agent's configuration,
+hooks, attributes or lazy fetch. Nothing of the agent's repository is used
+(its history, `.git`, configuration, hooks, attributes, filters, excludes);
+every git runs on a private git directory (`_git`). Reading the tree with
+`git add` starts no program: hooks, fsmonitor, filters, textconv and external
+diffs are off on the command line, no attribute can switch a filter on
+(`info/attributes` outranks the tree's), and an embedded repository only has
+its HEAD read. Git reads the tree as the tree's owner, never as root.
 """
 
 from __future__ import annotations
@@ -16,60 +26,34 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
+import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from ssebench.daemon._checks import ISOLATED_GIT_ENV
-from ssebench.daemon._errors import InternalError
+from ssebench.daemon._errors import ConflictError, InternalError
+from ssebench.daemon._git import git_argv, git_env, make_git_dir
+from ssebench.daemon._history import history_log
 from ssebench.daemon._messages import ChangedFile, FileStatus
 from ssebench.daemon._procs import (
     Identity,
     RunOutput,
-    child_env,
     clean_path,
+    current_identity,
     identity_of_uid,
     run,
 )
-from ssebench.daemon._tree import remove_tree
-
-_CONFIG: Final = (
-    "core.hooksPath=/dev/null",
-    "core.attributesFile=/dev/null",
-    "core.excludesFile=/dev/null",
-    "core.autocrlf=false",
-    "core.safecrlf=false",
-    "core.eol=lf",
-    "core.fileMode=true",
-    "core.symlinks=true",
-    "core.ignoreCase=false",
-    "core.precomposeUnicode=false",
-    "core.quotePath=true",
-    "core.fsmonitor=false",
-    "core.untrackedCache=false",
-    "core.splitIndex=false",
-    "core.sparseCheckout=false",
-    "core.pager=cat",
-    "core.sshCommand=false",
-    "diff.noprefix=false",
-    "diff.mnemonicPrefix=false",
-    "diff.relative=false",
-    "diff.renames=false",
-    "diff.external=",
-    "log.showSignature=false",
-    "gc.auto=0",
-    "maintenance.auto=false",
-    "protocol.allow=never",
-    "protocol.file.allow=always",
-    "safe.directory=*",
-    "uploadpack.allowAnySHA1InWant=false",
+from ssebench.daemon._tree import (
+    FILE_FLAGS,
+    chown_tree,
+    open_parent,
+    raise_open_file_limit,
+    remove_tree,
+    send_file,
+    walk,
 )
-"""Configuration given on every git command line (it wins over any file)."""
-
-ATTRIBUTES: Final = "* -text -eol -filter -ident -working-tree-encoding !diff !merge\n"
-"""`info/attributes` of every private git directory: it outranks the tree's `.gitattributes`,
-so no filter, end-of-line or encoding conversion changes what is read."""
 
 _STATUS: Final[dict[str, FileStatus]] = {
     "A": "added",
@@ -78,12 +62,78 @@ _STATUS: Final[dict[str, FileStatus]] = {
     "T": "type_changed",
 }
 
+BASELINE_REF: Final = "refs/ssebench/baseline"
 
-def _git_argv(git: str, *args: str) -> list[str]:
-    argv = [git, "--no-pager"]
-    for item in _CONFIG:
-        argv += ["-c", item]
-    return [*argv, *args]
+_FAST_IMPORT: Final = (
+    "-c",
+    "pack.depth=0",
+    "-c",
+    "pack.compression=1",
+    "fast-import",
+    "--quiet",
+    "--done",
+)
+"""No deltas and light compression: the baseline is read once, at start, and must be quick."""
+
+_COMMIT: Final = (
+    f"commit {BASELINE_REF}\n"
+    "committer SSEBench <ssebench@ssebench.invalid> 946684800 +0000\n"
+    "data 0\n"
+).encode()
+
+
+def _quote(path: bytes) -> bytes:
+    """A path as fast-import reads it: C-style quoted, any byte but NUL allowed."""
+    out = bytearray(b'"')
+    for byte in path:
+        if byte in b'"\\':
+            out += b"\\" + bytes([byte])
+        elif byte < 0x20 or byte == 0x7F:
+            out += b"\\%03o" % byte
+        else:
+            out.append(byte)
+    return bytes(out + b'"')
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _feed_baseline(repo: Path, out: int) -> None:
+    """Write /ssebench-repo as one fast-import commit to `out`: regular files and
+    symlinks on its file system, nothing under a `.git` (as setup.py copies it)."""
+    _write_all(out, _COMMIT)
+    parent = open_parent(repo)
+    try:
+        for visit in walk(parent, repo.name):
+            if visit.depth == 0:
+                if not visit.is_dir:
+                    raise InternalError(f"{repo} is not a folder")
+                continue
+            if visit.name == ".git":
+                visit.descend = False
+                continue
+            if visit.leaving or visit.fd is not None:
+                continue
+            path = _quote(os.fsencode(visit.relative()))
+            if stat.S_ISLNK(visit.info.st_mode):
+                target = os.fsencode(os.readlink(visit.name, dir_fd=visit.parent_fd))
+                _write_all(out, b"M 120000 inline %s\ndata %d\n%s\n" % (path, len(target), target))
+            elif stat.S_ISREG(visit.info.st_mode):
+                fd = os.open(visit.name, FILE_FLAGS, dir_fd=visit.parent_fd)
+                try:
+                    info = os.fstat(fd)
+                    mode = b"100755" if info.st_mode & stat.S_IXUSR else b"100644"
+                    _write_all(out, b"M %s inline %s\ndata %d\n" % (mode, path, info.st_size))
+                    send_file(fd, out, info.st_size)
+                    _write_all(out, b"\n")
+                finally:
+                    os.close(fd)
+    finally:
+        os.close(parent)
+    _write_all(out, b"done\n")
 
 
 class DiffTaker:
@@ -93,47 +143,50 @@ class DiffTaker:
         self,
         *,
         source: Path,
+        repo: Path,
         state_dir: Path,
         environ: Mapping[str, str],
         git: str = "git",
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.source = source
+        self.repo = repo
         self.state_dir = state_dir
         self.environ = environ
         self.git = git
         self.extra_env = dict(extra_env or {})
         self.baseline_dir = state_dir / "baseline.git"
+        self._baseline_file = state_dir / "baseline.tree"
         self.baseline: str | None = None
         self.owner: Identity | None = None
 
     # -- running git -------------------------------------------------------------
 
-    def _env(self, owner: Identity, git_dir: Path | None, index: Path | None) -> dict[str, str]:
-        env = child_env(self.environ, owner, extra=self.extra_env)
-        env.update(ISOLATED_GIT_ENV)
-        env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1")
-        if git_dir is not None:
-            env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(self.source))
-        if index is not None:
-            env["GIT_INDEX_FILE"] = str(index)
-        return env
-
     async def _git(
         self,
         *args: str,
-        owner: Identity,
-        git_dir: Path | None = None,
+        identity: Identity,
+        git_dir: Path,
+        cwd: Path,
+        work_tree: Path | None = None,
         index: Path | None = None,
-        cwd: Path | None = None,
         limit: int = 1 << 34,
+        timeout: float = 600,
     ) -> RunOutput:
+        env = git_env(
+            self.environ,
+            identity,
+            git_dir=git_dir,
+            work_tree=work_tree,
+            index=index,
+            extra=self.extra_env,
+        )
         return await run(
-            _git_argv(self.git, *args),
-            identity=owner,
-            cwd=cwd or self.source,
-            env=self._env(owner, git_dir, index),
-            timeout=600,
+            git_argv(self.git, *args),
+            identity=identity,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
             limit=limit,
         )
 
@@ -147,104 +200,140 @@ class DiffTaker:
     # -- the baseline --------------------------------------------------------------
 
     async def snapshot(self) -> str:
-        """Copy the initial commit (the source tree's HEAD) into the private baseline.
-
-        Falls back to the working tree as it is when the tree has no commit.
+        """Read /ssebench-repo into the private baseline (once: a restart reuses it).
 
         Returns:
             The baseline tree's object name.
 
         Raises:
-            InternalError: git failed.
+            InternalError: /ssebench-repo cannot be read or git failed.
         """
+        raise_open_file_limit()
         info = self.source.stat()
-        owner = identity_of_uid(info.st_uid, info.st_gid)
-        self.owner = owner
+        self.owner = identity_of_uid(info.st_uid, info.st_gid)
         self.state_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
-        self.state_dir.chmod(0o711)  # model must reach the baseline, not list
+        self.state_dir.chmod(0o711)  # the tree's owner must reach the baseline, not list
+        root = current_identity()
+        kept = await self._kept_baseline(root)
+        if kept is not None:
+            self.baseline = kept
+            return kept
+        self._baseline_file.unlink(missing_ok=True)
         await remove_tree(self.baseline_dir)
-        self._prepare_git_dir(self.baseline_dir, owner, alternates=False)
-        await self._git("init", "-q", "--bare", "--template=", str(self.baseline_dir), owner=owner)
-        fetched = await self._git(
-            "fetch", "-q", "--no-tags", "--no-recurse-submodules", str(self.source),
-            "+HEAD:refs/ssebench/baseline",
-            owner=owner, git_dir=self.baseline_dir,
+        await asyncio.to_thread(make_git_dir, self.baseline_dir)
+        await asyncio.to_thread(self._import, root)
+        tree = self._check(
+            await self._git(
+                "rev-parse", "--verify", f"{BASELINE_REF}^{{tree}}",
+                identity=root, git_dir=self.baseline_dir, cwd=self.baseline_dir,
+            ),
+            "reading the baseline",
+        ).decode().strip()  # fmt: skip
+        temporary = self._baseline_file.with_name(".baseline.tree.tmp")
+        temporary.write_text(f"{tree}\n")
+        temporary.replace(self._baseline_file)
+        self.baseline = tree
+        return tree
+
+    async def _kept_baseline(self, root: Identity) -> str | None:
+        try:
+            tree = self._baseline_file.read_text().strip()
+        except FileNotFoundError:
+            return None
+        found = await self._git(
+            "cat-file", "-e", f"{tree}^{{tree}}",
+            identity=root, git_dir=self.baseline_dir, cwd=self.state_dir,
         )  # fmt: skip
-        if fetched.code == 0:
-            tree = self._check(
-                await self._git(
-                    "rev-parse", "refs/ssebench/baseline^{tree}",
-                    owner=owner, git_dir=self.baseline_dir,
-                ),
-                "reading the initial commit",
-            )  # fmt: skip
-        else:
-            index = self.baseline_dir / "snapshot-index"
-            self._check(
-                await self._git("add", "-A", owner=owner, git_dir=self.baseline_dir, index=index),
-                "snapshotting the source tree",
-            )
-            tree = self._check(
-                await self._git("write-tree", owner=owner, git_dir=self.baseline_dir, index=index),
-                "snapshotting the source tree",
-            )
-            index.unlink()
-        self.baseline = tree.decode().strip()
-        await asyncio.to_thread(self._freeze, self.baseline_dir)
-        return self.baseline
+        return tree if found.code == 0 and tree else None
 
-    @staticmethod
-    def _freeze(path: Path) -> None:
-        """Root owns the baseline; everyone may read it, nobody else may change it."""
-        for dirpath, dirnames, filenames in os.walk(path):
-            for name in [*dirnames, *filenames, ""]:
-                entry = Path(dirpath, name)
-                if entry.is_symlink():
-                    continue
-                if os.geteuid() == 0:
-                    os.lchown(entry, 0, 0)
-                entry.chmod(0o755 if entry.is_dir() else 0o444)
-
-    def _prepare_git_dir(self, git_dir: Path, owner: Identity, *, alternates: bool) -> None:
-        (git_dir / "info").mkdir(parents=True)
-        (git_dir / "info" / "attributes").write_text(ATTRIBUTES)
-        (git_dir / "info" / "exclude").write_text("")
-        if alternates:
-            (git_dir / "objects" / "info").mkdir(parents=True)
-            (git_dir / "objects" / "info" / "alternates").write_text(
-                f"{self.baseline_dir / 'objects'}\n"
+    def _import(self, root: Identity) -> None:
+        """Run `git fast-import` (as root, the baseline's owner) fed from /ssebench-repo."""
+        env = git_env(self.environ, root, git_dir=self.baseline_dir, extra=self.extra_env)
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                git_argv(self.git, *_FAST_IMPORT),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                cwd=self.baseline_dir,
+                env=env,
+                bufsize=0,
+                umask=0o022,  # the tree's owner reads the baseline's objects
+                close_fds=True,
+                start_new_session=True,
             )
-        if os.geteuid() == 0:
-            for dirpath, dirnames, filenames in os.walk(git_dir):
-                for name in [*dirnames, *filenames, ""]:
-                    os.lchown(Path(dirpath, name), owner.uid, owner.gid)
+            assert proc.stdin is not None
+            failure: OSError | None = None
+            try:
+                _feed_baseline(self.repo, proc.stdin.fileno())
+            except BrokenPipeError:
+                pass  # fast-import stopped: its message says why
+            except OSError as exc:
+                failure = exc
+            finally:
+                proc.stdin.close()
+                if failure is not None:
+                    proc.kill()
+                code = proc.wait()
+            errors.seek(0)
+            detail = errors.read().decode(errors="replace").strip().splitlines()
+        if failure is not None:
+            raise InternalError(f"cannot read {self.repo} for the diff baseline: {failure}")
+        if code != 0:
+            raise InternalError(
+                f"taking the diff baseline from {self.repo} failed: "
+                f"{detail[-1] if detail else f'git fast-import exited with {code}'}"
+            )
 
     # -- diffs ---------------------------------------------------------------------
+
+    def _private_git_dir(self, work: Path, owner: Identity) -> None:
+        make_git_dir(work / "git", alternates=self.baseline_dir / "objects")
+        if os.geteuid() == 0:
+            chown_tree(work, owner.uid, owner.gid)  # nobody else can reach `work` yet
+
+    def _require_readable(self, owner: Identity) -> None:
+        """Refuse a tree whose top its owner closed to itself (git could read nothing).
+
+        Raises:
+            ConflictError: code `tree_unreadable`.
+        """
+        info = self.source.stat()
+        if info.st_uid == owner.uid and info.st_mode & 0o500 != 0o500:
+            mode = stat.S_IMODE(info.st_mode)
+            raise ConflictError(
+                f"the source tree {self.source} cannot be read: its owner {owner.name} "
+                f"took its own read or search permission away (mode {mode:o})",
+                code="tree_unreadable",
+            )
 
     async def _with_index(self, *diff_args: str) -> bytes:
         if self.baseline is None or self.owner is None:
             raise InternalError("the diff baseline was not taken")
-        owner = self.owner
-        work = Path(tempfile.mkdtemp(prefix="diff-", dir=self.state_dir))
+        owner, baseline = self.owner, self.baseline
+        self._require_readable(owner)
+        work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="diff-", dir=self.state_dir))
         try:
-            if os.geteuid() == 0:
-                os.chown(work, owner.uid, owner.gid)
             git_dir, index = work / "git", work / "index"
-            self._prepare_git_dir(git_dir, owner, alternates=True)
+            await asyncio.to_thread(self._private_git_dir, work, owner)
             self._check(
-                await self._git("init", "-q", "--bare", "--template=", str(git_dir), owner=owner),
+                await self._git(
+                    "read-tree", baseline,
+                    identity=owner, git_dir=git_dir, index=index, cwd=work,
+                ),
                 "preparing the diff",
-            )
+            )  # fmt: skip
             added = await self._git(
-                "add", "-A", "--ignore-errors", owner=owner, git_dir=git_dir, index=index
-            )
-            if added.code != 0 and not index.exists():
+                "add", "-A", "--ignore-errors",
+                identity=owner, git_dir=git_dir, work_tree=self.source, index=index, cwd=work,
+            )  # fmt: skip
+            if added.code != 1:  # 1: some files could not be read; the rest are in the index
                 self._check(added, "reading the source tree")
             return self._check(
                 await self._git(
                     "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv",
-                    "--no-renames", "--ignore-submodules=none", *diff_args, self.baseline,
-                    owner=owner, git_dir=git_dir, index=index,
+                    "--no-renames", "--ignore-submodules=none", *diff_args, baseline,
+                    identity=owner, git_dir=git_dir, index=index, cwd=work,
                 ),
                 "taking the diff",
             )  # fmt: skip
@@ -255,6 +344,7 @@ class DiffTaker:
         """The agent's changes as a binary git diff (empty when there are none).
 
         Raises:
+            ConflictError: the tree's owner closed its top to itself (`tree_unreadable`).
             InternalError: git failed.
         """
         return await self._with_index("--binary", "--full-index")
@@ -263,6 +353,7 @@ class DiffTaker:
         """The paths the diff touches.
 
         Raises:
+            ConflictError: the tree's owner closed its top to itself (`tree_unreadable`).
             InternalError: git failed.
         """
         raw = await self._with_index("--name-status", "-z")
@@ -280,25 +371,24 @@ class DiffTaker:
         return sorted(changed, key=lambda item: item.path)
 
     async def commits_log(self) -> str:
-        """The agent repository's history, for `commits.log` (read with its config overridden).
+        """The agent repository's history, for `commits.log` (see `_history`).
 
         Returns:
-            `git log` of every ref, or a line saying why there is none.
+            `git log` of every ref, or lines saying why there is none.
+
+        Raises:
+            InternalError: the baseline was not taken.
         """
-        owner = self.owner
-        if owner is None:
+        if self.owner is None:
             raise InternalError("the diff baseline was not taken")
-        git_dir = self.source / ".git"
-        if not git_dir.exists():
-            return f"no git repository in {self.source}: .git was removed\n"
-        output = await self._git(
-            "log", "--all", "--no-color", "--format=fuller", "--name-status",
-            "--no-ext-diff", "--no-textconv", "--no-show-signature", "-n", "1000",
-            owner=owner, limit=16 << 20,
-        )  # fmt: skip
-        if output.code != 0:
-            return f"git log failed in {self.source}:\n{output.stderr.text()}"
-        return output.stdout.text()
+        return await history_log(
+            self.source,
+            owner=self.owner,
+            state_dir=self.state_dir,
+            environ=self.environ,
+            git=self.git,
+            extra_env=self.extra_env,
+        )
 
 
 def find_git(environ: Mapping[str, str]) -> str:

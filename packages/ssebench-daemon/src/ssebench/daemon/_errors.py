@@ -7,7 +7,8 @@
         ├── ForbiddenError        403 withheld by the difficulty, admin only, agent phase over
         ├── NotFoundError         404 unknown route or tool, a check the task lacks, no result yet
         ├── MethodNotAllowedError 405
-        ├── ConflictError         409 grading not prepared, a patch that does not apply
+        ├── ConflictError         409 grading not prepared, a patch that does not apply,
+        │                             a source tree its owner closed to itself
         ├── BodyTooLargeError     413 a request body over the limit
         └── InternalError         500 the daemon itself failed (a copy, git, a file it needs)
 
@@ -28,6 +29,7 @@ ErrorCode = Literal[
     "method_not_allowed",
     "conflict",
     "patch_did_not_apply",
+    "tree_unreadable",
     "body_too_large",
     "internal_error",
 ]

@@ -319,15 +319,6 @@ def sweep_tree(root: str, rule: Leftovers, *, attempts: int = 3, strict: bool = 
     return removed
 
 
-def remove_named(root: Path, names: Iterable[str]) -> None:
-    """Remove every entry below `root` named one of `names`, at any depth.
-
-    Raises:
-        OSError: one could not be removed, or the tree could not be walked.
-    """
-    sweep_tree(str(root), Leftovers(owners=frozenset(), names=frozenset(names)), strict=True)
-
-
 def identities(paths: Iterable[str]) -> frozenset[tuple[int, int]]:
     """(st_dev, st_ino) of those of `paths` that are real directories (links not followed)."""
     found = set()

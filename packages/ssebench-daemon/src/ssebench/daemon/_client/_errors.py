@@ -14,7 +14,8 @@
         ├── DaemonNotFoundError            not_found (also LookupError)
         ├── DaemonMethodNotAllowedError    method_not_allowed
         ├── DaemonConflictError            conflict
-        │   └── DaemonPatchDidNotApplyError    patch_did_not_apply
+        │   ├── DaemonPatchDidNotApplyError    patch_did_not_apply
+        │   └── DaemonTreeUnreadableError      tree_unreadable
         ├── DaemonBodyTooLargeError        body_too_large
         └── DaemonInternalError            internal_error (also RuntimeError)
 
@@ -116,6 +117,12 @@ class DaemonPatchDidNotApplyError(DaemonConflictError):
     code_of_class = "patch_did_not_apply"
 
 
+class DaemonTreeUnreadableError(DaemonConflictError):
+    """The agent's tree cannot be read as its owner (the agent closed it to itself)."""
+
+    code_of_class = "tree_unreadable"
+
+
 class DaemonBodyTooLargeError(DaemonRefusedError):
     """The request's body was over the daemon's limit (413)."""
 
@@ -137,6 +144,7 @@ REFUSALS: Final[dict[ErrorCode, type[DaemonRefusedError]]] = {
     "method_not_allowed": DaemonMethodNotAllowedError,
     "conflict": DaemonConflictError,
     "patch_did_not_apply": DaemonPatchDidNotApplyError,
+    "tree_unreadable": DaemonTreeUnreadableError,
     "body_too_large": DaemonBodyTooLargeError,
     "internal_error": DaemonInternalError,
 }

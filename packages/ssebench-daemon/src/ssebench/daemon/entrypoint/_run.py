@@ -406,6 +406,7 @@ class Entrypoint:
         status = "unknown"
         with contextlib.suppress(Exception):
             status = self._status()
+        self._kill_model()  # before the hand-over too: nothing of model's races it
         for directory, include_self in (
             (settings.results_dir, False),
             # Inside the results directory on the host; elsewhere (a separate volume) too.
@@ -433,6 +434,24 @@ class Entrypoint:
         except OSError as exc:
             self.say(f"cannot write the {contract.GRADED_MARKER} marker: {exc}")
         self.say(f"graded: {status}")
+
+    def _kill_model(self) -> None:
+        """Kill every `model` process once more, before the hand-over and the `.graded` marker.
+
+        Integrity rule (DESIGN.md §4): `model` is killed again after every step
+        that could start its code, until `.graded` is written; after the marker
+        a kept run may start shells as `model` (`runs exec`).
+        """
+        model = self.settings.model
+        if os.geteuid() != 0 or model.uid in (0, os.geteuid()):
+            return
+        try:
+            killed = kill_user(model.uid, model.gid, self.children)
+        except (RuntimeError, ValueError) as exc:  # e.g. a process stuck in the kernel
+            self.say(f"cannot end every process of {model.name} before the marker: {exc}")
+            return
+        if killed:
+            self.say(f"killed {killed} process(es) of {model.name} found after grading")
 
     def _status(self) -> str:
         from ssebench.spec import Result, read_json

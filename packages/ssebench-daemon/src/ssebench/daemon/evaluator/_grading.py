@@ -30,8 +30,10 @@ from ssebench.daemon._budget import (
 )
 from ssebench.daemon._client import (
     DaemonConnectionError,
+    DaemonPatchDidNotApplyError,
     DaemonProtocolError,
     DaemonRefusedError,
+    DaemonTreeUnreadableError,
 )
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import (
@@ -192,6 +194,7 @@ class Grade:
     error_msg: str | None = None
     error_log: str | None = None
     infrastructure_error: bool = False
+    patch_refused: bool = False
     timed_out: bool = False
     task_broken: bool = False
     notes: list[str] = field(default_factory=list)
@@ -226,12 +229,16 @@ class Grade:
 
     def patch_result(self) -> PatchResult:
         """The grade: `error` when grading itself failed or timed out (source `harness`),
-        or the task is broken or has no check (source `task`); `passed` when at least
-        one check ran and all that ran passed; else `failed`."""
+        or the task is broken or has no check (source `task`); `failed` when the
+        agent's diff cannot be graded (it does not apply, or the agent closed its
+        tree); `passed` when at least one check ran and all that ran passed; else
+        `failed`."""
         status: Status
         source: ErrorSource | None = None
         if self.infrastructure_error or self.timed_out:
             status, source = "error", "harness"
+        elif self.patch_refused:
+            status = "failed"
         elif self.task_broken or not self.ran_any():
             status, source = "error", "task"
             if self.error_msg is None:
@@ -344,6 +351,11 @@ def grade(
         else:
             result.infrastructure_error = True
             result.fail(f"grading lost the daemon: {exc}")
+    except (DaemonPatchDidNotApplyError, DaemonTreeUnreadableError) as exc:
+        # Nothing the agent does turns `failed` into `error` (DESIGN.md §4): a diff that
+        # cannot be applied or read is the agent's, not the harness's.
+        result.patch_refused = True
+        result.fail(f"the agent's diff cannot be graded: {exc.detail}")
     except DaemonRefusedError as exc:
         result.infrastructure_error = True
         result.fail(str(exc))
