@@ -24,7 +24,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -167,8 +166,7 @@ class Runs:
     workdir: Path
     agent_path: Path
     client: docker.DockerClient
-    run_ids: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    started: list[Started] = field(default_factory=list)
 
     def start(
         self,
@@ -182,8 +180,6 @@ class Runs:
     ) -> Started:
         """Start a run in the background (the CLI's output is collected by `finish`)."""
         run_id = f"integ-{agent}-{secrets.token_hex(3)}"
-        with self.lock:
-            self.run_ids.append(run_id)
         argv = [
             *ssebench_argv(),
             "run",
@@ -217,14 +213,15 @@ class Runs:
             stderr=subprocess.PIPE,
         )
         run_dir = self.workdir / "results" / task / "none" / agent / run_id
-        return Started(argv, process, run_dir, run_id, time.monotonic())
+        self.started.append(Started(argv, process, run_dir, run_id, time.monotonic()))
+        return self.started[-1]
 
     def run(self, task: str, agent: str, **options: Any) -> Finished:
         """One whole run (see `start` for the options)."""
         return self.start(task, agent, **options).finish()
 
     def containers(self, run_id: str) -> list[Any]:
-        wanted = {"label": f"{labels.RUN_ID}={run_id}"}
+        wanted: dict[str, str | list[str] | bool] = {"label": f"{labels.RUN_ID}={run_id}"}
         return list(self.client.containers.list(all=True, filters=wanted))
 
     def leftovers(self, run_id: str) -> list[str]:
@@ -236,9 +233,17 @@ class Runs:
         return found
 
     def remove_all(self) -> None:
-        for run_id in self.run_ids:
-            wanted = {"label": f"{labels.RUN_ID}={run_id}"}
-            for container in self.containers(run_id):
+        """Stop the CLIs still running (as a user would: SIGTERM), remove what is left."""
+        for run in self.started:
+            if run.process.poll() is None:
+                run.process.terminate()
+                try:
+                    run.process.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    run.process.kill()
+                    run.process.communicate()
+            wanted = {"label": f"{labels.RUN_ID}={run.run_id}"}
+            for container in self.containers(run.run_id):
                 container.remove(force=True, v=True)
             for network in self.client.networks.list(filters=wanted):
                 network.remove()
@@ -283,6 +288,12 @@ def hanging_poc_run(runs: Runs) -> Started:
 
 WAITING_RUNS = ("hanging_poc_run",)
 """Session fixtures of runs that mostly wait; started before the first test if wanted."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that wait for a waiting run go last, so the others run while it waits."""
+    waiting = [item for item in items if set(getattr(item, "fixturenames", ())) & set(WAITING_RUNS)]
+    items[:] = [item for item in items if item not in waiting] + waiting
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.integrity, pytest.mark.timeout(1500)]
 
 def test_a_file_1400_folders_deep_is_graded_not_an_error(runs: Runs) -> None:
     """Hole 3: a file 1400 folders deep in the agent's tree, and one its build leaves in
-    /tmp, give `failed` or `passed`, never `error` (recursive copies and clean-ups)."""
+    /tmp, give `failed` or `passed`, never `error` (recursive copies and clean-ups).
+    Rule: nothing the agent does turns `failed` into `error`."""
     done = runs.run(PYARCHIVE, "deep-tree", difficulty=4)
 
     assert done.returncode == 0, done.why()
@@ -29,7 +30,8 @@ def test_a_file_1400_folders_deep_is_graded_not_an_error(runs: Runs) -> None:
 
 def test_un_ignoring_a_file_of_the_image_gives_a_diff_that_applies(runs: Runs) -> None:
     """Hole 3: the task's image holds generated.txt, which .gitignore ignores; the agent
-    un-ignores and changes it. The diff applies to the graded copy: not `error`."""
+    un-ignores and changes it. The diff applies to the graded copy: not `error`.
+    Rule: the graded diff always applies when the agent changed only its tree."""
     done = runs.run("integrity-ignored-file", "unignore", difficulty=4, dataset=OWN_DATASET)
 
     assert done.returncode == 0, done.why()
@@ -43,8 +45,9 @@ def test_un_ignoring_a_file_of_the_image_gives_a_diff_that_applies(runs: Runs) -
 @pytest.mark.slow
 def test_a_patch_that_makes_a_poc_hang_is_failed_with_a_reason(hanging_poc_run: Started) -> None:
     """Hole 3: with a short TIMEOUT, a PoC that hangs is stopped within the evaluator's
-    budget and graded `failed` with a reason, not `error`. (The run starts with the
-    session: it waits out a check's limit.)"""
+    budget and graded `failed` with a reason, not `error`. Rule: each check's limit
+    comes from what is left of the evaluator's budget; nothing the agent does turns
+    `failed` into `error`. (The run starts with the session: it waits out a limit.)"""
     done = hanging_poc_run.finish()
 
     assert done.returncode == 0, done.why()

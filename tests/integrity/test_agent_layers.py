@@ -20,7 +20,8 @@ def test_an_agent_layer_build_never_sees_the_hidden_material(
 ) -> None:
     """Hole 7: the `layer-leak` agent's Dockerfile does
     `RUN cat /ssebench/diffs/patch.diff > /opt/agent/leak` and its command prints the
-    leak: nothing of the reference patch reaches the agent, and the run still works."""
+    leak: nothing of the reference patch reaches the agent, and the run still works.
+    Rule: an agent's Dockerfile never runs where hidden material is."""
     done = runs.run(PYARCHIVE, "layer-leak", difficulty=4)
 
     assert done.returncode == 0, done.why()
@@ -37,7 +38,8 @@ def test_an_agent_layer_naming_another_image_is_refused(
 ) -> None:
     """Hole 7: an agent whose Dockerfile has a second FROM (`second-from`) or a
     `COPY --from=` of the case image (`copy-from`) is refused: `ssebench run` exits 1
-    with one clear line and makes no run directory."""
+    with one clear line and makes no run directory. Rule: an agent's Dockerfile names
+    no image but its given base."""
     from ssebench.backends.docker import case_image_name
     from ssebench.spec import default_dataset, find_home, find_task
 

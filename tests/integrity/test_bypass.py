@@ -46,20 +46,24 @@ def bypass(
 
 
 def test_the_agent_is_model_with_no_supplementary_groups(bypass: Finished) -> None:
+    """The agent, and the daemon's bash tool, run as `model` (uid/gid 1000), no other group."""
     found = bypass.report()["identity"]
     assert (found["uid"], found["gid"]) == (1000, 1000), found
-    assert found["groups"] in ([], [1000]), found
-    assert found["status_groups"] in ([], ["1000"]), found
+    assert found["groups"] == [], found
+    assert found["status_groups"] == [], found
     assert found["bash_tool_ids"] == "1000\n1000\n1000\n", found
 
 
 def test_the_protected_files_cannot_be_read_directly(bypass: Finished) -> None:
+    """/ssebench, /ssebench-repo, the results, the scratch copies, the admin socket and
+    PID 1's environment (the model key) are closed to `model`."""
     found = bypass.report()["direct"]
     got_through = {path: outcome for path, outcome in found.items() if outcome not in NOT_READ}
     assert got_through == {}, bypass.why()
 
 
 def test_the_protected_files_cannot_be_read_through_the_bash_tool(bypass: Finished) -> None:
+    """The same through the daemon's bash tool: every attempt fails, no admin connection."""
     found = bypass.report()["via_bash"]
     got_through = {
         path: answer
@@ -71,6 +75,9 @@ def test_the_protected_files_cannot_be_read_through_the_bash_tool(bypass: Finish
 
 
 def test_the_agent_facing_socket_cannot_be_moved_or_replaced(bypass: Finished) -> None:
+    """/tmp/sse.sock (root's, in sticky /tmp) resists renaming, unlinking, replacing,
+    binding and linking over it, directly and through the bash tool; the admin socket
+    cannot even be reached. The daemon still answers on it afterwards."""
     found = bypass.report()["sockets"]
     done = [what for what, outcome in found.items() if outcome == "DONE"]
     assert done == [], found
@@ -79,6 +86,7 @@ def test_the_agent_facing_socket_cannot_be_moved_or_replaced(bypass: Finished) -
 
 
 def test_withheld_checks_are_refused_and_allowed_ones_run(bypass: Finished) -> None:
+    """The difficulty's gate (DESIGN.md §6), on the socket and the HTTP listener."""
     found = bypass.report()["checks"]
     difficulty = bypass.summary()["config"]["difficulty"]
     expected = {
@@ -89,17 +97,21 @@ def test_withheld_checks_are_refused_and_allowed_ones_run(bypass: Finished) -> N
 
 
 def test_the_reference_patch_and_the_admin_routes_are_refused(bypass: Finished) -> None:
+    """GET /reference/patch, POST /prepare_grading, /admin/agent_exited and a grading
+    check answer 403 on both agent-facing listeners."""
     found = bypass.report()["admin_routes"]
     assert {route: answer["status"] for route, answer in found.items()} == dict.fromkeys(found, 403)
     assert len(found) == 8
 
 
 def test_the_internet_standin_cannot_be_reached(bypass: Finished) -> None:
+    """A restricted run reaches neither the stand-in nor the host's side of its link
+    (a refused connection would mean the network got there)."""
     found = bypass.report()["network"]
     reached = {
         target: outcome
         for target, outcome in found.items()
-        if outcome.startswith("REACHED") or outcome == "refused" or "REACHED" in outcome
+        if "REACHED" in outcome or "refused" in outcome.lower()
     }
     assert reached == {}, found
     assert STANDIN in found
@@ -108,6 +120,8 @@ def test_the_internet_standin_cannot_be_reached(bypass: Finished) -> None:
 def test_nothing_hidden_reaches_the_agent_and_the_run_is_graded(
     bypass: Finished, hidden: dict[str, Hidden], runs: Runs
 ) -> None:
+    """Nothing of the hidden material is in what the agent kept or printed; the run is
+    graded as usual and leaves nothing in the engine."""
     task = bypass.summary()["task"]
     assert hidden[task].leaks_under(bypass.archive) == {}
     assert hidden[task].leaks_in(bypass.log("agent.log").encode()) == []

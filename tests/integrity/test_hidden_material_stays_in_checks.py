@@ -76,6 +76,7 @@ def test_a_scratch_copy_carries_no_git_history(copier_d2: Finished) -> None:
     history it finds, in the agent phase and in grading; there is none. Rule: a scratch
     copy never carries `.git` history."""
     lines = [line for line in copier_d2.hook_lines() if "git" in line.data]
-    assert {"check-0001-build.log"} < {line.log for line in lines}, lines
+    # The agent's build, and grading's build and PoC runs: one log each.
+    assert len({line.log for line in lines}) >= 4, lines
     with_git = [line for line in lines if line.data["git"]]
     assert with_git == [], with_git[0]

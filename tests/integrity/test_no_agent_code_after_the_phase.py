@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.integrity, pytest.mark.timeout(900)]
 
 def test_no_command_the_agent_configured_in_its_git_ever_runs(runs: Runs) -> None:
     """Hole 1: the agent's promisor remote never runs, and no `model` process survives
-    into grading; commits.log is still written."""
+    into grading; commits.log is still written. Rule: no code the agent wrote or
+    configured runs after the agent phase (git never honours its lazy fetch)."""
     done = runs.run(PYARCHIVE, "lazy-fetch", difficulty=4)
 
     assert done.returncode == 0, done.why()

@@ -39,7 +39,8 @@ def said(done: Finished, key: str) -> list[Any]:
 
 def test_a_bash_request_completed_after_the_phase_is_refused(late: Finished) -> None:
     """Hole 6: a bash request whose headers came in the agent phase and whose body came
-    after it never runs (the gate holds after the body, not only at the headers)."""
+    after it never runs (the gate holds after the body, not only at the headers).
+    Rule: agent-facing listeners refuse every tool once the agent phase is over."""
     ran = late.archive / "hole6-late-bash"
     assert not ran.exists(), (
         f"the late command ran; the daemon answered {said(late, 'late bash answer')}"
@@ -50,14 +51,16 @@ def test_a_bash_request_completed_after_the_phase_is_refused(late: Finished) -> 
 
 def test_no_runner_process_of_a_check_outlives_the_agent_phase(late: Finished) -> None:
     """Hole 6: a check still running when the agent exits keeps no `sse-runner`
-    process into the time after the phase."""
+    process into the time after the phase. Rule: no code the agent wrote runs after
+    the agent phase except inside a check (one started by grading)."""
     assert said(late, "alive after the phase") == []
 
 
 def test_nothing_of_the_agent_survives_into_grading(late: Finished) -> None:
     """Hole 6: in grading, no `model` process runs (the bash tool's shell does not
     restart) and none of the agent's files in /tmp, /var/tmp, /dev/shm nor its SysV
-    shared memory segment is left."""
+    shared memory segment is left. Rule: `model` is killed again after every step
+    that could start its code; what it left in shared writable places is gone."""
     seen = said(late, "grading sees")
     assert seen, "the planted code never ran in grading"
     for view in seen:

@@ -5,7 +5,7 @@ directory, no setuid/setgid or world-write bits, output and files capped with a
 marker, control characters stripped before a terminal.
 
 One run of the `untamed` agent: links and special bits planted in its archive and
-its tree, then 20 MiB of output laced with escape sequences.
+its tree, then 24 MiB of output laced with escape sequences.
 """
 
 from __future__ import annotations
@@ -24,16 +24,20 @@ from .conftest import PYARCHIVE, Finished, Runs
 
 pytestmark = [pytest.mark.integrity, pytest.mark.timeout(900)]
 
-FLOOD = 20 << 20
+FLOOD = 24 << 20
 """What the agent prints (agents/untamed/agent.py)."""
 
 LOG_MARGIN = 64 << 10
 """What agent.log may hold beyond the limit: the marker line and the like."""
 
-CLI_MARGIN = 1 << 20
-"""What the CLI's stderr may hold beyond the limit: builds, the entrypoint's lines."""
-
 SPECIAL = stat.S_ISUID | stat.S_ISGID
+
+
+def cli_bound(limit: int) -> int:
+    """What the CLI's stderr may hold: the capped output, an eighth more for control
+    characters shown escaped rather than dropped, a MiB for builds and the
+    entrypoint's lines."""
+    return limit + limit // 8 + (1 << 20)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +58,7 @@ def entries(top: Path) -> Iterator[tuple[Path, os.stat_result]]:
 
 def test_no_link_in_the_archive_leads_out_of_it(untamed: Finished) -> None:
     """Hole 5: links the agent planted in $SSE_ARCHIVE (to /etc/passwd, /etc, /root, the
-    grade) are not links in the host's archive/."""
+    grade) are not links in the host's archive/. Rule: what reaches the host is tamed."""
     assert untamed.report()["links"]
     links = {
         str(path.relative_to(untamed.archive)): str(path.readlink())
@@ -66,7 +70,7 @@ def test_no_link_in_the_archive_leads_out_of_it(untamed: Finished) -> None:
 
 def test_no_setuid_setgid_or_world_write_bit_reaches_the_archive(untamed: Finished) -> None:
     """Hole 5: setuid, setgid and world-write bits the agent set in $SSE_ARCHIVE are
-    gone in the host's archive/."""
+    gone in the host's archive/. Rule: what reaches the host is tamed."""
     bits = {
         str(path.relative_to(untamed.run_dir)): oct(stat.S_IMODE(info.st_mode))
         for path, info in entries(untamed.archive)
@@ -77,7 +81,7 @@ def test_no_setuid_setgid_or_world_write_bit_reaches_the_archive(untamed: Finish
 
 def test_source_tarball_members_are_roots_without_special_bits(untamed: Finished) -> None:
     """Hole 5: source.tar.gz holds the agent's setuid/setgid files, owned by uid/gid 0
-    and without special bits."""
+    and without special bits. Rule: what reaches the host is tamed."""
     with tarfile.open(untamed.run_dir / "source.tar.gz") as tar:
         members = tar.getmembers()
     names = {Path(member.name).name for member in members}
@@ -93,16 +97,17 @@ def test_source_tarball_members_are_roots_without_special_bits(untamed: Finished
 def test_the_agents_output_is_capped_with_a_marker_and_tamed_for_the_terminal(
     untamed: Finished,
 ) -> None:
-    """Hole 5: 20 MiB of agent output leave agent.log and the CLI's stderr within
-    `contract.AGENT_OUTPUT_LIMIT` (plus a small margin), marked with
-    `contract.OUTPUT_CAP_MARKER`; no raw escape character reaches the terminal."""
+    """Hole 5: 24 MiB of agent output leave agent.log within
+    `contract.AGENT_OUTPUT_LIMIT` (plus a small margin) and the CLI's stderr bounded,
+    both marked with `contract.OUTPUT_CAP_MARKER`; no raw escape character reaches
+    the terminal. Rule: what reaches the host is tamed."""
     limit = getattr(contract, "AGENT_OUTPUT_LIMIT", 16 << 20)
-    assert limit < FLOOD, "the flood must exceed the limit"
+    assert cli_bound(limit) < FLOOD, "the flood must exceed what may reach the terminal"
     log = untamed.run_dir / "agent.log"
     size = log.stat().st_size
     assert size <= limit + LOG_MARGIN, f"agent.log holds {size} bytes (limit {limit})"
     cli = len(untamed.stderr)
-    assert cli <= limit + CLI_MARGIN, f"the CLI printed {cli} bytes on stderr (limit {limit})"
+    assert cli <= cli_bound(limit), f"the CLI printed {cli} bytes on stderr (limit {limit})"
     assert b"\x1b" not in untamed.stderr, "raw escape characters reached the terminal"
     marker = getattr(contract, "OUTPUT_CAP_MARKER", None)
     assert isinstance(marker, str) and marker, "contract.OUTPUT_CAP_MARKER is missing"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import ssehostile as h
 
-FLOOD_BYTES = 20 << 20
-"""More than contract.AGENT_OUTPUT_LIMIT (16 MiB)."""
+FLOOD_BYTES = 24 << 20
+"""Half as much again as contract.AGENT_OUTPUT_LIMIT (16 MiB)."""
 
 LINE = b"\x1b[31mFLOOD\x1b[0m \x1b]0;owned\x07 \x1b[2J" + b"x" * 90 + b"\r\n"
 
