@@ -19,6 +19,16 @@ import pytest
 IN_CI = os.environ.get("CI") == "true"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`integrity` implies `docker` (DESIGN.md §10): `-m docker` selects those tests too,
+    and whatever applies to Docker tests (the leftover check of tests/conftest.py) applies
+    to them. First, so `-m` selection already sees the added marker."""
+    for item in items:
+        if item.get_closest_marker("integrity") and not item.get_closest_marker("docker"):
+            item.add_marker(pytest.mark.docker)
+
+
 def missing(reason: str) -> None:
     """Skip the test, or fail it under CI=true."""
     if IN_CI:
