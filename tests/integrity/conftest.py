@@ -176,6 +176,7 @@ class Runs:
         difficulty: int = 2,
         egress: str = "restricted",
         timeout: int = 120,
+        check_timeout: int | None = None,
         dataset: Path | None = None,
     ) -> Started:
         """Start a run in the background (the CLI's output is collected by `finish`)."""
@@ -197,6 +198,8 @@ class Runs:
             str(timeout),
             "--json",
         ]
+        if check_timeout is not None:
+            argv += ["--check-timeout", str(check_timeout)]
         if dataset is not None:
             argv += ["--local", str(dataset)]
         env = {
@@ -283,7 +286,7 @@ def hanging_poc_run(runs: Runs) -> Started:
     It waits out a check's time limit in grading (minutes), so it starts with the
     session (`_waiting_runs_start_first`) and the other tests run meanwhile.
     """
-    return runs.start(PYARCHIVE, "hang-poc", difficulty=4, timeout=30)
+    return runs.start(PYARCHIVE, "hang-poc", difficulty=4, timeout=30, check_timeout=10)
 
 
 WAITING_RUNS = ("hanging_poc_run",)

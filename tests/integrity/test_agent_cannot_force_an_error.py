@@ -44,15 +44,16 @@ def test_un_ignoring_a_file_of_the_image_gives_a_diff_that_applies(runs: Runs) -
 
 @pytest.mark.slow
 def test_a_patch_that_makes_a_poc_hang_is_failed_with_a_reason(hanging_poc_run: Started) -> None:
-    """Hole 3: with a short TIMEOUT, a PoC that hangs is stopped within the evaluator's
-    budget and graded `failed` with a reason, not `error`. Rule: each check's limit
-    comes from what is left of the evaluator's budget; nothing the agent does turns
-    `failed` into `error`. (The run starts with the session: it waits out a limit.)"""
+    """Hole 3: a PoC that hangs is stopped at its check's limit (`--check-timeout 10`)
+    and graded `failed` with a reason, not `error`; the other checks still run. Rule:
+    each check's limit comes from what is left of the evaluator's budget; nothing the
+    agent does turns `failed` into `error`. (The run starts with the session.)"""
     done = hanging_poc_run.finish()
 
     assert done.returncode == 0, done.why()
     grade = done.grade()
     assert grade["status"] == "failed", grade
-    assert grade["error_msg"], grade
+    assert grade["error_msg"].startswith("PoC 1 of 2 did not finish within 10 s"), grade
     assert grade["build_success"] is True, grade
+    assert grade["func_test_success"] is not None, grade
     assert done.summary()["runtime_result"]["evaluator_timeout"] is False

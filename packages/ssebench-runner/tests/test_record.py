@@ -59,6 +59,7 @@ def test_the_summary_records_the_task_config_grade_and_start(fake: FakeBackend, 
         "egress": "open",
         "reference_run": False,
         "keep": False,
+        "check_timeout": 1800,
     }
     assert read(run_dir() / "result.json")["config"] == read(run_dir() / "summary.json")["config"]
 
@@ -85,6 +86,7 @@ def test_run_json_holds_the_spec_with_the_environments_names_only(
             contract.ENV_RESULTS,
             contract.ENV_DIFFICULTY,
             contract.ENV_TIMEOUT,
+            contract.ENV_CHECK_TIMEOUT,
             contract.ENV_KEEP_ALIVE,
         ]
     )
@@ -119,6 +121,7 @@ def test_the_container_gets_the_contracts_environment(fake: FakeBackend, cli: Cl
         "SSE_RESULTS": "/var/lib/ssebench/results",
         "SSE_DIFFICULTY": "0",
         "TIMEOUT": "99",
+        "SSE_CHECK_TIMEOUT": "1800",
         "SSE_KEEP_ALIVE": "0",
     }
 
@@ -296,3 +299,13 @@ def test_an_unusable_latest_does_not_stop_the_run(fake: FakeBackend, cli: Cli) -
     assert "cannot point" in outcome.stderr
     assert (run_dir() / "summary.json").is_file()
     assert not [p for p in latest.parent.iterdir() if p.name.startswith(".latest")]
+
+
+def test_the_check_timeout_reaches_the_container_and_the_recorded_config(
+    fake: FakeBackend, cli: Cli
+) -> None:
+    cli(*run_args("--check-timeout", "45"))
+
+    assert fake.calls_to("start")[0][0].env[contract.ENV_CHECK_TIMEOUT] == "45"
+    summary = json.loads((run_dir() / "summary.json").read_text())
+    assert summary["config"]["check_timeout"] == 45

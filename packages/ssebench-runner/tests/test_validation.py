@@ -65,6 +65,11 @@ def refused(outcome: Result, fake: FakeBackend) -> str:
             "invalid timeout 0: use a positive number of seconds",
             id="timeout",
         ),
+        pytest.param(
+            ["--check-timeout", "-5"],
+            "invalid check timeout -5: use a positive number of seconds",
+            id="check timeout",
+        ),
         pytest.param(["--mode", "sidecar"], "invalid mode 'sidecar': use sandbox", id="mode"),
         pytest.param(
             ["--egress", "wide"],

@@ -18,6 +18,13 @@ DROPS = [SCRIPT_DROP, Path("/var/tmp/h4drop"), Path("/dev/shm/h4drop")]
 ARCHIVE_DROP = Path("/tmp/sse-archive/h4drop")
 
 
+def is_dir(path):
+    try:
+        return path.is_dir()
+    except OSError:  # e.g. the archive, closed to sse-runner at the end of the agent phase
+        return False
+
+
 def copy(source, folder, name):
     target = folder / name
     try:
@@ -36,7 +43,7 @@ def main():
     try:
         text = RUN_SH.read_bytes()
         print("INTEG-RUN-SH-BEGIN\n" + text.decode("utf-8", "replace") + "\nINTEG-RUN-SH-END")
-        if SCRIPT_DROP.is_dir():
+        if is_dir(SCRIPT_DROP):
             report["copied"].append(copy(RUN_SH, SCRIPT_DROP, "run.sh.new"))
             (SCRIPT_DROP / "run.sh.copy").write_bytes(text)  # the agent's own file
     except OSError as exc:
@@ -46,7 +53,7 @@ def main():
     if HIDDEN_TESTS.is_file():
         found.append(HIDDEN_TESTS)
     for folder in [*DROPS, ARCHIVE_DROP]:
-        if folder.is_dir():
+        if is_dir(folder):
             report["copied"] += [copy(source, folder, source.name) for source in found]
     # (d) the scratch copy's history
     report["git"] = Path(".git").exists()
@@ -67,4 +74,7 @@ def main():
 try:
     main()
 except Exception as exc:  # a hook must not break the check it rides on
-    print("INTEG-HOOK " + json.dumps({"failed": repr(exc)}), flush=True)
+    import traceback
+
+    where = traceback.format_exc().strip().splitlines()[-3:]
+    print("INTEG-HOOK " + json.dumps({"failed": repr(exc), "where": where}), flush=True)

@@ -75,6 +75,13 @@ def run_command(
         ),
     ] = contract.DEFAULT_DIFFICULTY,
     timeout: Annotated[int, typer.Option("--timeout", help="Seconds the agent may run.")] = 3600,
+    check_timeout: Annotated[
+        int,
+        typer.Option(
+            "--check-timeout",
+            help="Seconds each check (build, a PoC, tests) may run before it is stopped and fails.",
+        ),
+    ] = contract.DEFAULT_CHECK_TIMEOUT,
     egress: Annotated[
         str,
         typer.Option(
@@ -121,6 +128,7 @@ def run_command(
         mode=mode,
         difficulty=difficulty,
         timeout=timeout,
+        check_timeout=check_timeout,
         egress=egress,
         run_id=run_id,
         keep=keep_container,

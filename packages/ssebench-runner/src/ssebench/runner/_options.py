@@ -79,14 +79,14 @@ def validate_difficulty(difficulty: int) -> int:
     return difficulty
 
 
-def validate_timeout(timeout: int) -> int:
+def validate_timeout(timeout: int, *, what: str = "timeout") -> int:
     """Return `timeout` if it is a usable time limit in seconds.
 
     Raises:
         UserError: it is zero or negative.
     """
     if timeout <= 0:
-        raise UserError(f"invalid timeout {timeout}: use a positive number of seconds")
+        raise UserError(f"invalid {what} {timeout}: use a positive number of seconds")
     return timeout
 
 

@@ -55,6 +55,7 @@ class RunOptions:
     mode: str = "sandbox"
     difficulty: int = contract.DEFAULT_DIFFICULTY
     timeout: int = 3600
+    check_timeout: int = contract.DEFAULT_CHECK_TIMEOUT
     egress: str = "restricted"
     run_id: str | None = None
     keep: bool = False
@@ -105,6 +106,7 @@ def container_env(
         contract.ENV_RESULTS: contract.RESULTS_DIR,
         contract.ENV_DIFFICULTY: str(config.difficulty),
         contract.ENV_TIMEOUT: str(config.timeout),
+        contract.ENV_CHECK_TIMEOUT: str(config.check_timeout),
         contract.ENV_KEEP_ALIVE: "1" if config.keep else "0",
     }
 
@@ -128,6 +130,7 @@ def plan_run(options: RunOptions, *, results_root: Path, now: datetime) -> RunPl
     mode = validate_mode(options.mode)
     difficulty = validate_difficulty(options.difficulty)
     timeout = validate_timeout(options.timeout)
+    check_timeout = validate_timeout(options.check_timeout, what="check timeout")
     egress = validate_egress(options.egress)
     run_id = validate_run_id(options.run_id) if options.run_id is not None else new_run_id(now)
     home = find_home()
@@ -151,6 +154,7 @@ def plan_run(options: RunOptions, *, results_root: Path, now: datetime) -> RunPl
         backend=options.backend,
         difficulty=difficulty,
         timeout=timeout,
+        check_timeout=check_timeout,
         egress=egress,
         reference_run=agent.name == REFERENCE_AGENT,
         keep=options.keep,

@@ -6,6 +6,7 @@ from typing import Literal
 
 from ssebench.spec._base import Message
 from ssebench.spec._run import Egress, Mode
+from ssebench.spec.contract import DEFAULT_CHECK_TIMEOUT
 
 Status = Literal["passed", "failed", "error"]
 """A grade's status: `error` means the run says nothing about the agent."""
@@ -49,6 +50,9 @@ class RunConfig(Message, kw_only=True, frozen=True):
     egress: Egress
     reference_run: bool
     keep: bool
+    check_timeout: int = DEFAULT_CHECK_TIMEOUT
+    """Seconds each check (build, a PoC, tests) may take before the daemon stops it
+    (`SSE_CHECK_TIMEOUT`); a check stopped there fails, it is never an `error`."""
 
 
 class PatchResult(Message, kw_only=True, frozen=True):
