@@ -12,6 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from ssebench.backends.docker import DockerBackend
 from ssebench.conformance import BackendFactory, ProbeImageFactory, conformance_tests
 from ssebench.spec import get_backend
 
@@ -42,4 +43,4 @@ def conformance_probe_image_factory(
     return build
 
 
-test_conformance = conformance_tests()
+test_conformance = conformance_tests(backend=DockerBackend)

@@ -18,4 +18,4 @@ def conformance_probe_image_factory() -> ProbeImageFactory:
     return fake_probe_image
 
 
-test_conformance = conformance_tests(engine=False)
+test_conformance = conformance_tests(engine=False, backend=FakeBackend)

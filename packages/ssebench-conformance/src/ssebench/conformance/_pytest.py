@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,14 @@ from ssebench.conformance._suite import (
     select,
     validate_known_failures,
 )
+from ssebench.spec import Backend
 
 
 def conformance_tests(
-    *, known_failures: Mapping[str, str] | None = None, engine: bool = True
+    *,
+    known_failures: Mapping[str, str] | None = None,
+    engine: bool = True,
+    backend: type[Backend[Any]] | None = None,
 ) -> Callable[..., None]:
     """A pytest test function that runs each check of the suite as a test of its own.
 
@@ -33,12 +38,15 @@ def conformance_tests(
         test_conformance = conformance_tests()
 
     A check that does not apply to the backend (an ability it does not offer)
-    is skipped with the reason; a known failure is a strict expected failure.
+    is skipped with the reason, or, when `backend` names the class, never
+    collected; a known failure is a strict expected failure.
 
     Args:
         known_failures: check name to reason; by default the built-in map for
             the backend's name (`KNOWN_FAILURES`).
         engine: False runs the engine-free part only (what the fake backend passes).
+        backend: the backend's class, when known: only the checks that apply to
+            what it offers become tests (the factory must make one of its kind).
 
     Raises:
         ValueError: `known_failures` names a check the suite does not have.
@@ -54,8 +62,11 @@ def conformance_tests(
             request.config.add_cleanup(suites[0].close)
         return suites[0]
 
+    declared = capabilities(backend) if backend is not None else None
+    checks = [check for check in select(engine) if declared is None or check.applies_to(declared)]
+
     @pytest.mark.parametrize(
-        "conformance_check", [pytest.param(check, id=check.name) for check in select(engine)]
+        "conformance_check", [pytest.param(check, id=check.name) for check in checks]
     )
     def test_conformance(
         conformance_check: Check,
@@ -64,17 +75,23 @@ def conformance_tests(
         request: pytest.FixtureRequest,
         tmp_path: Path,
     ) -> None:
-        backend = conformance_backend_factory()
-        offered = capabilities(backend)
+        made = conformance_backend_factory()
+        offered = capabilities(made)
+        if declared is not None and offered != declared:
+            pytest.fail(
+                f"the factory made a {type(made).__name__}, which offers "
+                f"{sorted(offered)}; conformance_tests(backend=...) named one offering "
+                f"{sorted(declared)}"
+            )
         if not conformance_check.applies_to(offered):
-            pytest.skip(conformance_check.why_not(backend.name, offered))
-        known = KNOWN_FAILURES.get(backend.name, {}) if known_failures is None else known_failures
+            pytest.skip(conformance_check.why_not(made.name, offered))
+        known = KNOWN_FAILURES.get(made.name, {}) if known_failures is None else known_failures
         validate_known_failures(known)
         if conformance_check.name in known:
             request.applymarker(
                 pytest.mark.xfail(reason=known[conformance_check.name], strict=True)
             )
         suite = suite_for(request, conformance_probe_image_factory)
-        run_check(conformance_check, lambda: backend, suite, tmp_path)
+        run_check(conformance_check, lambda: made, suite, tmp_path)
 
     return test_conformance
