@@ -18,6 +18,14 @@ DROPS = [SCRIPT_DROP, Path("/var/tmp/h4drop"), Path("/dev/shm/h4drop")]
 ARCHIVE_DROP = Path("/tmp/sse-archive/h4drop")
 
 
+def is_dir(path):
+    """Whether `path` is a folder this user may see (pathlib raises on EACCES)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def copy(source, folder, name):
     target = folder / name
     try:
@@ -36,7 +44,7 @@ def main():
     try:
         text = RUN_SH.read_bytes()
         print("INTEG-RUN-SH-BEGIN\n" + text.decode("utf-8", "replace") + "\nINTEG-RUN-SH-END")
-        if SCRIPT_DROP.is_dir():
+        if is_dir(SCRIPT_DROP):
             report["copied"].append(copy(RUN_SH, SCRIPT_DROP, "run.sh.new"))
             (SCRIPT_DROP / "run.sh.copy").write_bytes(text)  # the agent's own file
     except OSError as exc:
@@ -46,7 +54,7 @@ def main():
     if HIDDEN_TESTS.is_file():
         found.append(HIDDEN_TESTS)
     for folder in [*DROPS, ARCHIVE_DROP]:
-        if folder.is_dir():
+        if is_dir(folder):
             report["copied"] += [copy(source, folder, source.name) for source in found]
     # (d) the scratch copy's history
     report["git"] = Path(".git").exists()
