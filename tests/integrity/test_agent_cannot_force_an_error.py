@@ -44,10 +44,13 @@ def test_un_ignoring_a_file_of_the_image_gives_a_diff_that_applies(runs: Runs) -
 
 @pytest.mark.slow
 def test_a_patch_that_makes_a_poc_hang_is_failed_with_a_reason(hanging_poc_run: Started) -> None:
-    """Hole 3: with a short TIMEOUT, a PoC that hangs is stopped within the evaluator's
-    budget and graded `failed` with a reason, not `error`. Rule: each check's limit
-    comes from what is left of the evaluator's budget; nothing the agent does turns
-    `failed` into `error`. (The run starts with the session: it waits out a limit.)"""
+    """Hole 3: with a short TIMEOUT, a patch that makes the first PoC hang is graded
+    `failed` with a reason, not `error`. Rule: each check's limit comes from what is
+    left of the evaluator's budget; nothing the agent does turns `failed` into `error`.
+
+    The agent's image sets SSE_CHECK_TIMEOUT=320, just above the evaluator's 300-s
+    floor of 1bf8a76 (see its Dockerfile), so the run takes minutes however a fix sizes
+    the budget; it starts with the session and the other tests run meanwhile."""
     done = hanging_poc_run.finish()
 
     assert done.returncode == 0, done.why()
