@@ -59,7 +59,7 @@ print(json.dumps(times[1:]))
 """
 
 COPY_RUN = r"""
-import asyncio, json, os, pwd, shutil, subprocess, sys, time
+import asyncio, json, pwd, shutil, subprocess, sys, time
 from pathlib import Path
 from ssebench.daemon._tree import copy_tree, remove_tree
 
@@ -74,11 +74,10 @@ for number in range(files):
     (folder / f"f{number:05d}.c").write_bytes(b"x" * (200 + number % 4000))
 runner = pwd.getpwnam("sse-runner")
 owner = (runner.pw_uid, runner.pw_gid)
-env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 def ours():
     begin = time.perf_counter()
-    asyncio.run(copy_tree(tree, root / "ours", owner=owner, environ=env))
+    asyncio.run(copy_tree(tree, root / "ours", owner=owner))
     took = time.perf_counter() - begin
     asyncio.run(remove_tree(root / "ours"))
     return took

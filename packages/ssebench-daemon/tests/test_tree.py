@@ -196,7 +196,7 @@ def test_a_tree_deeper_than_the_recursion_limit_is_copied_handed_over_and_remove
     parts = make_deep(tmp_path / "repo", DEPTH)
     fds = open_fds()
     copy = tmp_path / "copy"
-    asyncio.run(copy_tree(tmp_path / "repo", copy, owner=(NOBODY, NOBODY), environ=os.environ))
+    asyncio.run(copy_tree(tmp_path / "repo", copy, owner=(NOBODY, NOBODY)))
     data, info, link = read_deep(copy, parts)
     assert data == b"at the bottom\n"
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (NOBODY, NOBODY, 0o640)

@@ -430,7 +430,6 @@ class CheckRunner:
                 self.config.repo_dir,
                 check.root / "src",
                 owner=owner,
-                environ=self.environ,
                 skip=NEVER_COPIED,
             )
         except OSError as exc:

@@ -26,7 +26,7 @@ import errno
 import os
 import resource
 import stat
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -517,7 +517,6 @@ async def copy_tree(
     dst: Path,
     *,
     owner: tuple[int, int] | None,
-    environ: Mapping[str, str] | None = None,
     skip: Collection[str] = (),
 ) -> None:
     """Copy `src` to the new path `dst`: folders, regular files and symlinks, with their
@@ -532,14 +531,12 @@ async def copy_tree(
         src: the tree to copy (read as root).
         dst: where the copy goes; must not exist; its parent must be root's.
         owner: (uid, gid) that owns every entry of the copy, or None to keep owners.
-        environ: not used (the copy starts no program); kept for callers.
         skip: names left out of the copy at any depth (e.g. `.git`: a scratch copy never
             carries history).
 
     Raises:
         OSError: the copy failed; the message says why.
     """
-    del environ
     await asyncio.to_thread(_copy, src, dst, owner, skip)
 
 
