@@ -8,9 +8,11 @@ never go green by skipping what it was meant to prove.
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -18,10 +20,17 @@ import pytest
 
 IN_CI = os.environ.get("CI") == "true"
 
+UNIT_TIERS = (
+    "packages/ssebench-spec/tests",
+    "packages/ssebench-runner/tests",
+    "packages/ssebench-runs/tests",
+)
+"""Test folders whose tests (unless marked `docker` or `process`) may start no process."""
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`integrity` implies `docker` (DESIGN.md §10): `-m docker` selects those tests too,
+    """`integrity` implies `docker` (README.md, Tests): `-m docker` selects those tests too,
     and whatever applies to Docker tests (the leftover check of tests/conftest.py) applies
     to them. First, so `-m` selection already sees the added marker."""
     for item in items:
@@ -34,6 +43,27 @@ def missing(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: a missing engine is a failure, not a skip)")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> str:
+    """Debian's chromium, installed by scripts/setup-chromium.sh when missing (root only).
+
+    Every tier that opens a page asks here, so a fresh machine gets it before the first
+    such test, whichever tier runs first.
+    """
+    import shutil
+    import subprocess
+
+    found = shutil.which("chromium")
+    if found is None:
+        setup = Path(__file__).resolve().parent / "scripts" / "setup-chromium.sh"
+        done = subprocess.run([str(setup)], capture_output=True, text=True, check=False)
+        found = shutil.which("chromium")
+        if found is None:
+            missing(f"chromium is missing and {setup.name} failed: {done.stderr.strip()}")
+            raise AssertionError("unreachable: missing() skips or fails")
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +91,9 @@ def base_image(docker_client: docker.DockerClient) -> str:
     return name
 
 
+PROBE_TAG = "ssebench-test/probe:conformance"
+
+
 @pytest.fixture(scope="session")
 def probe_image(docker_client: docker.DockerClient, base_image: str) -> str:
     """The conformance suite's probe image (from ssebench-conformance), built once per session.
@@ -70,15 +103,28 @@ def probe_image(docker_client: docker.DockerClient, base_image: str) -> str:
     """
     from ssebench.conformance import probe_context
 
-    tag = "ssebench-test/probe:conformance"
-    docker_client.images.build(
-        path=str(probe_context()),
-        tag=tag,
+    return _build_probe(docker_client, base_image, probe_context())
+
+
+def _build_probe(client: docker.DockerClient, base_image: str, context: Path) -> str:
+    client.images.build(
+        path=str(context),
+        tag=PROBE_TAG,
         buildargs={"SSEBENCH_BASE_IMAGE": base_image},
         rm=True,
         pull=False,
     )
-    return tag
+    return PROBE_TAG
+
+
+@pytest.fixture
+def conformance_probe_image_factory(
+    docker_client: docker.DockerClient, base_image: str
+) -> Callable[[Path], str]:
+    """The conformance suite's `ProbeImageFactory` on this engine: builds its context FROM
+    the base image (the k8s tier overrides it to push to the cluster's registry)."""
+
+    return lambda context: _build_probe(docker_client, base_image, context)
 
 
 @pytest.fixture(scope="session")
@@ -160,3 +206,89 @@ def install_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ins
         monkeypatch.syspath_prepend(str(root))
 
     return install
+
+
+class SubprocessRefused(RuntimeError):
+    """A unit test tried to start a process."""
+
+
+_SPAWN_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.posix_spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.spawn",
+    }
+)
+"""Audit events (PEP 578) of every way the standard library starts or replaces a process."""
+
+_refusing: list[str] = []
+"""The node IDs of the tests currently refusing processes (at most one)."""
+
+
+def _refused(what: str) -> SubprocessRefused:
+    return SubprocessRefused(
+        f"{_refusing[-1]}: a unit test starts no process ({what} refused); use a fake, "
+        "or mark the test `process`"
+    )
+
+
+def _refuse(event: str, args: tuple[Any, ...]) -> None:
+    if _refusing and event in _SPAWN_EVENTS:
+        raise _refused(event)
+
+
+_hook_installed: list[bool] = []
+
+
+@pytest.fixture(scope="session")
+def _one_time_caches() -> None:
+    """Fill the caches a library fills with a process on its first use on a machine,
+    before a test refuses processes: matplotlib's font list (it runs `fc-list` once;
+    `ssebench report` draws with matplotlib). A fresh machine has none of them."""
+    try:
+        import matplotlib.font_manager  # noqa: F401  (importing it builds the cache)
+    except ImportError:
+        return
+
+
+@pytest.fixture
+def no_subprocesses(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _one_time_caches: None
+) -> Iterator[None]:
+    """Refuse every way of starting a process for the test's duration.
+
+    An audit hook (it cannot be removed, so it is installed once and checks
+    `_refusing`) turns subprocess, os.system, posix_spawn, fork and exec into
+    `SubprocessRefused`; `_posixsubprocess.fork_exec`, which multiprocessing's
+    spawn and forkserver call without an audit event, is replaced too.
+    """
+    import _posixsubprocess
+
+    if not _hook_installed:
+        sys.addaudithook(_refuse)
+        _hook_installed.append(True)
+
+    def fork_exec(*args: object, **kwargs: object) -> int:
+        raise _refused("_posixsubprocess.fork_exec")
+
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", fork_exec)
+    _refusing.append(request.node.nodeid)
+    try:
+        yield
+    finally:
+        _refusing.pop()
+
+
+@pytest.fixture(autouse=True)
+def _unit_tiers_start_no_process(request: pytest.FixtureRequest) -> None:
+    """Tests in UNIT_TIERS refuse processes (`no_subprocesses`) unless marked docker or process."""
+    node = request.node
+    if node.get_closest_marker("docker") or node.get_closest_marker("process"):
+        return
+    path, root = Path(node.path).resolve(), Path(__file__).resolve().parent
+    if path.is_relative_to(root) and path.relative_to(root).as_posix().startswith(UNIT_TIERS):
+        request.getfixturevalue("no_subprocesses")

@@ -164,8 +164,8 @@ def _wait(path: Path, pattern: str, seconds: float) -> str:
 def one_run(image: str, memory: bool) -> Sample:
     """Start the container, time it, measure memory, remove it."""
     run_dir = Path(tempfile.mkdtemp(prefix="sse-bench-"))
-    (run_dir / "archive").mkdir()
-    (run_dir / "result.json").touch()
+    (run_dir / contract.RUN_ARCHIVE).mkdir()
+    (run_dir / contract.RESULT_FILE).touch()
     name = f"sse-bench-{secrets.token_hex(4)}"
     argv = [
         DOCKER, "run", "-d", "--name", name, "--label", f"{LABEL}=1", "--network", "none",
@@ -174,14 +174,15 @@ def one_run(image: str, memory: bool) -> Sample:
         "-v", f"{run_dir / 'archive'}:{contract.ARCHIVE_DIR}",
         "-e", f"{contract.ENV_RESULTS}={contract.RESULTS_DIR}",
         "-e", f"{contract.ENV_ARCHIVE}={contract.ARCHIVE_DIR}",
-        "-e", f"{contract.ENV_DIFFICULTY}=2", "-e", f"{contract.ENV_TIMEOUT}=3600",
+        "-e", f"{contract.ENV_DIFFICULTY}=2",
+        "-e", f"{contract.ENV_TIMEOUT}={contract.DEFAULT_AGENT_TIMEOUT}",
         image, "/bin/bash", "-c", AGENT,
     ]  # fmt: skip
     try:
         begin = time.time()
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-        started = float(_wait(run_dir / "archive" / "agent-started", "\n", 120))
-        log = _wait(run_dir / "entrypoint.log", "agent started as model", 120)
+        started = float(_wait(run_dir / contract.RUN_ARCHIVE / "agent-started", "\n", 120))
+        log = _wait(run_dir / contract.ENTRYPOINT_LOG, "agent started as model", 120)
         sample = Sample(start=started - begin)
         for match in _LINE.finditer(log):
             # "<step> after <seconds> s": seconds since the entrypoint (or, for the
@@ -261,8 +262,8 @@ def main() -> int:
                 f"PSS ({label}): {each}; together {pss['together']:.1f} MB "
                 f"(target <= {MEMORY_TARGET_MB:g}) {within}"
             )
-    within = ratio <= START_TARGET and max(idle["together"], after["together"]) <= MEMORY_TARGET_MB
-    return 0 if within else 1
+    passed = ratio <= START_TARGET and max(idle["together"], after["together"]) <= MEMORY_TARGET_MB
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ print(json.dumps(times[1:]))
 COPY_RUN = r"""
 import asyncio, json, pwd, shutil, subprocess, sys, time
 from pathlib import Path
-from ssebench.daemon._tree import copy_tree, remove_tree
+from ssebench.daemon.server._tree import copy_tree, remove_tree
 
 files, repeat = int(sys.argv[1]), int(sys.argv[2])
 root = Path("/var/tmp/ssebench-bench")

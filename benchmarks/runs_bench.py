@@ -36,7 +36,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from ssebench.spec import base_image, labels
+from ssebench.spec import base_image, contract, labels
 
 BIN = Path(sys.executable).parent
 SSEBENCH = str(BIN / "ssebench")
@@ -124,7 +124,7 @@ def _summary(task: str, model: str, agent: str, run_id: str, started_at: str) ->
                 "mode": "sandbox",
                 "backend": "docker",
                 "difficulty": 0,
-                "timeout": 3600,
+                "timeout": contract.DEFAULT_AGENT_TIMEOUT,
                 "egress": "restricted",
                 "reference_run": False,
                 "keep": False,
@@ -164,12 +164,12 @@ def make_results(root: Path, count: int) -> None:
                 for _ in range(per_agent):
                     run_id = f"20250101T{number:06d}Z-{secrets.token_hex(3)}"
                     run_dir = parent / run_id
-                    (run_dir / "archive").mkdir(parents=True)
-                    (run_dir / "result.json").write_text("{}")
+                    (run_dir / contract.RUN_ARCHIVE).mkdir(parents=True)
+                    (run_dir / contract.RESULT_FILE).write_text("{}")
                     started = (
                         f"2025-01-01T{number // 3600 % 24:02d}:{number // 60 % 60:02d}:00+00:00"
                     )
-                    (run_dir / "summary.json").write_bytes(
+                    (run_dir / contract.SUMMARY_FILE).write_bytes(
                         _summary(f"task-{task}", model, agent, run_id, started)
                     )
                     number += 1
@@ -221,12 +221,21 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="runs-bench-") as folder:
         cwd = Path(folder)
-        make_results(cwd / "results", args.runs)
+        make_results(cwd / contract.HOST_RESULTS_ROOT, args.runs)
         found = subprocess.run(
             [SSEBENCH_RUNS, "results", "--json"], capture_output=True, check=True, cwd=cwd
         ).stdout
         assert len(json.loads(found)) == args.runs
-        find = ["find", "results", "-name", "summary.json", "-exec", "cat", "{}", "+"]
+        find = [
+            "find",
+            contract.HOST_RESULTS_ROOT,
+            "-name",
+            contract.SUMMARY_FILE,
+            "-exec",
+            "cat",
+            "{}",
+            "+",
+        ]
         times = median_seconds(
             {
                 "baseline": find,

@@ -1,5 +1,5 @@
 # The open tool layer: the tool layer (TOOL_IMAGE, an image ID) without /ssebench and
-# /ssebench-repo, where an agent's Dockerfile runs (DESIGN.md §4: an agent's Dockerfile
+# /ssebench-repo, where an agent's Dockerfile runs (docs/integrity.md: an agent's Dockerfile
 # never runs where hidden material is). The files stay in the tool layer's own image
 # layers, but no step built on this image sees them.
 #

@@ -4,7 +4,7 @@ Runs once, as root, in the tool layer's build, with the SSEBench runtime's own
 Python (`/opt/ssebench/bin/python3.11 -I`), so it needs nothing from the case
 image: no shell, no Python, no shadow utilities (accounts are written to
 /etc/passwd, /etc/group and, where the image has them, /etc/shadow and
-/etc/gshadow directly). What it makes is the container contract of DESIGN.md §4:
+/etc/gshadow directly). What it makes is the container contract of docs/architecture.md:
 
 - `model` (uid/gid 1000, no supplementary groups), created fresh: any user or
   group that had uid/gid 1000 or either name is removed, and files they owned
@@ -12,7 +12,8 @@ image: no shell, no Python, no shadow utilities (accounts are written to
 - `sse-runner`: a free system uid with a group of its own, no home, no login shell;
 - the project (`source` in /ssebench/config.yaml) moved to root-only
   /ssebench-repo and copied back owned by `model`, as a fresh git repository with
-  one commit (nested `.git` folders dropped);
+  one commit (nested `.git` folders dropped), its objects packed, and no git call
+  here starting an automatic gc or maintenance;
 - /ssebench root's alone (folders 0700, files 0600, programs 0700): the config,
   the hidden material (reference patch, PoCs, hidden tests, reports), the scripts
   and every support file; the daemon stages what a check needs into its copy;
@@ -28,6 +29,11 @@ With a mode as its argument it serves the agent layer's builds instead
 `open` removes the hidden material from a copy of the tool layer (where an agent's
 Dockerfile runs), `gather` collects SSEBench's own paths from the tool layer, and
 `seal` sweeps an agent layer again once they are back.
+
+Sidecar mode (images/sidecar-agent) uses it too: `sidecar-agent` makes the
+task-independent agent base (the base image with the runtime, the users and the
+folders, no task at all), and `gather-sidecar` and `seal-sidecar` are `gather`
+and `seal` for an agent built on that base.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ COMMIT_ENV = {
     "LC_ALL": "C",
 }
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID
-# Modes of the container contract (DESIGN.md §4).
+# Modes of the container contract (docs/architecture.md).
 PRIVATE = 0o700  # root-only folders and programs (/ssebench's scripts); also model's own
 HIDDEN_FILE = 0o600  # every other file under /ssebench
 SCRATCH_FOLDER = 0o710  # the scratch folder: root:sse-runner, enter only
@@ -376,6 +382,12 @@ def copy_tree(
         settle(folder, entry, owner)
 
 
+NO_HOUSEKEEPING = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
+"""Options of every git call here: an automatic gc or maintenance started as root
+(a large tree's commit starts one) fails once the tree is model's and leaves
+`.git/gc.log` behind, which makes every later commit there warn."""
+
+
 def run_git(git: str, folder: Path, *args: str, stdin: bytes | None = None) -> bytes:
     with tempfile.TemporaryDirectory() as home:
         env = {
@@ -384,7 +396,12 @@ def run_git(git: str, folder: Path, *args: str, stdin: bytes | None = None) -> b
             **COMMIT_ENV,
         }
         result = subprocess.run(
-            [git, *args], cwd=folder, env=env, input=stdin, capture_output=True, check=False
+            [git, *NO_HOUSEKEEPING, *args],
+            cwd=folder,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            check=False,
         )
     if result.returncode != 0:
         raise SetupError(
@@ -433,6 +450,10 @@ def make_repositories(config: TaskConfig, git: str) -> None:
             )
     message = f"{config.project}: the task's starting point"
     run_git(git, source, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
+    # One pack instead of a loose object per file: the agent's own commits in a large
+    # tree then start no automatic gc (and print nothing about one).
+    run_git(git, source, "repack", "-a", "-d", "-q")
+    run_git(git, source, "prune-packed", "-q")
     for path_text, _info in walk(source, source.lstat().st_dev):
         os.lchown(path_text, MODEL_ID, MODEL_ID)
     os.chown(source, MODEL_ID, MODEL_ID)
@@ -459,7 +480,7 @@ def hidden_files(config: TaskConfig) -> set[str]:
 
 
 def lock_task_folder(config: TaskConfig) -> None:
-    """Owners and modes of /ssebench (DESIGN.md §4): everything root's and root's alone.
+    """Owners and modes of /ssebench (docs/architecture.md): everything root's and root's alone.
 
     Integrity rule enforced: hidden files are root-only until staged into a check's
     private copy. Not only the files the config names (reference patch, PoCs, hidden
@@ -502,7 +523,7 @@ def make_tmp() -> None:
 
 
 def make_folders(runner_gid: int) -> None:
-    """The runtime folders of DESIGN.md §4, and model's home."""
+    """The runtime folders of docs/architecture.md, and model's home."""
     make_folder(Path(contract.SCRATCH_DIR), 0, runner_gid, SCRATCH_FOLDER)
     make_folder(Path(contract.SOCKET_DIR), 0, 0, PRIVATE)
     results = Path(contract.RESULTS_DIR)
@@ -554,7 +575,13 @@ def mirror_parents(path: Path, under: Path) -> Path:
     return under / path.relative_to("/")
 
 
-def gather_seal() -> None:
+SIDECAR_SEALED_FOLDERS = tuple(
+    name for name in SEALED_FOLDERS if name not in (contract.TASK_DIR, contract.REPO_DIR)
+)
+"""The agent base of sidecar mode has no task: no /ssebench, no /ssebench-repo."""
+
+
+def gather_seal(folders: tuple[str, ...] = SEALED_FOLDERS) -> None:
     """In a copy of the tool layer: what an agent layer gets back from it, under /ssebench-seal.
 
     `clear/` holds an empty file at the path of each of SSEBench's folders, `trees/`
@@ -566,7 +593,7 @@ def gather_seal() -> None:
     clear, trees = SEAL_DIR / "clear", SEAL_DIR / "trees"
     clear.mkdir(parents=True)
     trees.mkdir()
-    for name in SEALED_FOLDERS:
+    for name in folders:
         mirror_parents(Path(name), clear).touch()
         copy_tree(Path(name), mirror_parents(Path(name), trees))
     for name in (*SEALED_FILES, *NEUTRAL_FILES):
@@ -580,7 +607,7 @@ def gather_seal() -> None:
             own(target, 0, 0, 0o644)
     shutil.copyfile(__file__, trees / SELF)
     own(trees / SELF, 0, 0, PRIVATE)
-    say(f"{SEAL_DIR}: {len(SEALED_FOLDERS)} folders and the account files, for agent layers")
+    say(f"{SEAL_DIR}: {len(folders)} folders and the account files, for agent layers")
 
 
 def seal_agent_layer() -> None:
@@ -596,6 +623,35 @@ def seal_agent_layer() -> None:
         if place.is_symlink() or not place.is_dir():
             raise SetupError(f"the agent's build replaced {place}, which must stay a folder")
     sweep(frozenset(str(place) for place in places))
+
+
+def seal_sidecar_agent() -> None:
+    """`seal` for an agent built on the sidecar agent base, which has no task.
+
+    /ssebench and /ssebench-repo must not exist in the agent container (they
+    live only in the task container): whatever the agent's build put there goes.
+    Model's own places are its home and the archive; the source tree is a volume
+    mounted at run time, so nothing of the image is kept for it.
+    """
+    for name in (contract.TASK_DIR, contract.REPO_DIR):
+        path = Path(name)
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+    if MODEL_HOME.is_symlink() or not MODEL_HOME.is_dir():
+        raise SetupError(f"the agent's build replaced {MODEL_HOME}, which must stay a folder")
+    sweep(frozenset(str(place) for place in (MODEL_HOME, Path(contract.ARCHIVE_DIR))))
+
+
+def make_sidecar_agent_base() -> None:
+    """The sidecar agent base: the users, tools and folders of a tool layer, no task."""
+    make_tmp()
+    runner_id, gone = create_accounts()
+    disable_sudo_rules(gone - {MODEL, RUNNER})
+    sweep()
+    link_tools()
+    make_folders(runner_id)
 
 
 def make_tool_layer() -> None:
@@ -616,6 +672,9 @@ MODES = {
     "open": open_tool_layer,
     "gather": gather_seal,
     "seal": seal_agent_layer,
+    "sidecar-agent": make_sidecar_agent_base,
+    "gather-sidecar": lambda: gather_seal(SIDECAR_SEALED_FOLDERS),
+    "seal-sidecar": seal_sidecar_agent,
 }
 
 

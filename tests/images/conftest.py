@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+
+from ssebench.conformance import Ran, run_in_image
 
 DATASET = Path(__file__).resolve().parent / "dataset"
 """Synthetic case images: a busybox-only image and a Debian image with another uid-1000 user."""
@@ -45,21 +46,6 @@ print(json.dumps(facts))
 """
 
 
-@dataclass(frozen=True)
-class Ran:
-    """What a command in a container did."""
-
-    status: int
-    stdout: str
-    stderr: str
-
-    def ok(self) -> str:
-        assert self.status == 0, (
-            f"exit {self.status}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
-        )
-        return self.stdout
-
-
 Run = Callable[..., Ran]
 
 
@@ -73,23 +59,7 @@ def run(docker_client: docker.DockerClient) -> Run:
     def run_command(
         image: str, argv: Sequence[str], *, user: str | None = None, workdir: str | None = None
     ) -> Ran:
-        container = docker_client.containers.create(
-            image,
-            list(argv[1:]),
-            entrypoint=[argv[0]],
-            user=user,
-            working_dir=workdir,
-            network_disabled=True,
-            labels={"ssebench.test": "images"},
-        )
-        try:
-            container.start()
-            status = container.wait(timeout=300)["StatusCode"]
-            stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-        finally:
-            container.remove(force=True)
-        return Ran(status=status, stdout=stdout, stderr=stderr)
+        return run_in_image(docker_client, image, argv, user=user, workdir=workdir, label="images")
 
     return run_command
 

@@ -25,9 +25,17 @@ from ssebench.backends.docker import (
     build_tool_images,
     case_image_name,
 )
-from ssebench.backends.docker._build import INPUTS_LABEL
+from ssebench.backends.docker._build import INPUTS_LABEL, REGISTRY_LABEL
 from ssebench.backends.docker.commands import build_case_app, images_app
-from ssebench.spec import ImageUnavailableError, Task, default_dataset, find_task, load_dataset
+from ssebench.spec import (
+    ImageUnavailableError,
+    Task,
+    default_dataset,
+    find_task,
+    load_dataset,
+    registry,
+)
+from ssebench.spec.catalog import TASK_FILES_LABEL, files_digest, task_files
 
 from .conftest import DATASET
 
@@ -78,11 +86,17 @@ def test_a_changed_task_file_rebuilds_only_the_steps_from_the_one_that_copies_it
     image = build_case(docker_client, task, progress=lines.append)
     rebuilt = [step.instruction for step in image.rebuilt]
     assert rebuilt[:2] == ["COPY sse/helpers/ /ssebench/helpers/", "WORKDIR /work/project"]
-    # The engine's own last step labels the image with the digest of its (new) inputs.
-    assert len(rebuilt) == 3 and rebuilt[2].startswith(f"LABEL {INPUTS_LABEL}=")
+    # The engine's own last steps label the image with the digest of its (new) inputs,
+    # the registry prefix it was built under and the digest of the task's files (one step
+    # a label, in the order of their names).
+    assert len(rebuilt) == 5 and rebuilt[2].startswith(f"LABEL {INPUTS_LABEL}=")
+    assert rebuilt[3] == f"LABEL {REGISTRY_LABEL}={registry()}"
+    files = files_digest(task_files(scratch_dataset / BUSYBOX))
+    assert rebuilt[4] == f"LABEL {TASK_FILES_LABEL}={files}"
+    assert docker_client.images.get(image.image_id).labels[TASK_FILES_LABEL] == files
     cached = [line.step.instruction for line in lines if line.step and line.step.cached]
     assert "COPY sse/reports/ /ssebench/reports/" in cached
-    assert image.tag == case_image_name(task) == "ssebench/case/builders-test/" + BUSYBOX + ":1"
+    assert image.tag == case_image_name(task) == f"{registry()}/case/builders-test/{BUSYBOX}:1"
 
 
 @pytest.mark.docker
@@ -104,6 +118,9 @@ def test_a_tool_layer_that_fails_names_the_layer_the_step_and_the_reason(
 ) -> None:
     config = scratch_dataset / BUSYBOX / "sse" / "config.yaml"
     config.write_text(config.read_text().replace("pocs/input.bin", "pocs/missing.bin"))
+    # In the task folder (so the case build starts), but left out of the case image.
+    (scratch_dataset / BUSYBOX / "sse" / "pocs" / "missing.bin").write_text("x\n")
+    (scratch_dataset / BUSYBOX / ".dockerignore").write_text("sse/pocs/missing.bin\n")
     task: Task = find_task(scratch_dataset, BUSYBOX)
     build_case(docker_client, task)
     home = Path(__file__).resolve().parents[2]
@@ -111,7 +128,7 @@ def test_a_tool_layer_that_fails_names_the_layer_the_step_and_the_reason(
         build_tool(docker_client, task, home)
     message = str(raised.value)
     assert message.startswith(f"tool layer (ssebench/tool/{BUSYBOX}:")
-    assert "failed at step 8/10 (RUN [" in message
+    assert "failed at step 8/11 (RUN [" in message
     assert "/ssebench/pocs/missing.bin is missing" in message
 
 
@@ -126,8 +143,9 @@ def test_a_case_image_whose_dockerfile_fails_names_the_case_layer_and_its_step(
     with pytest.raises(ImageUnavailableError) as raised:
         build_case(docker_client, find_task(scratch_dataset, BUSYBOX))
     message = str(raised.value)
-    assert message.startswith(f"case layer (ssebench/case/builders-test/{BUSYBOX}:1) failed at")
-    assert "step 7/17 (RUN echo broken >&2; exit 3)" in message
+    assert message.startswith(f"case layer ({registry()}/case/builders-test/{BUSYBOX}:1) failed at")
+    # 19: the Dockerfile's steps and the engine's three label steps.
+    assert "step 7/19 (RUN echo broken >&2; exit 3)" in message
     assert "returned a non-zero code: 3" in message
     assert "\nbroken" in message
 
@@ -193,18 +211,21 @@ def test_a_change_to_the_daemons_source_rebuilds_only_the_runtime_steps_from_its
     for name in ("pyproject.toml", "uv.lock"):
         shutil.copy2(ssebench_home / name, home / name)
     daemon = home / "packages" / "ssebench-daemon" / "src" / "ssebench" / "daemon"
-    # A change new to the engine: the same change made by an earlier run would now give
-    # the same (reproducible) workspace tree, so every step would come from the cache.
-    token = uuid.uuid4().hex
-    (daemon / "_added_by_a_test.py").write_text(f"ADDED = {token!r}\n")
     monkeypatch.setenv("SSEBENCH_REGISTRY", "ssebench-test-builders")
     monkeypatch.setenv("SSEBENCH_CACHE_DIR", str(tmp_path / "cache"))  # others' cache untouched
     try:
+        # The unchanged copy first: the engine's cache of every step is then this test's
+        # own, whatever removed the intermediate images of earlier builds on this engine.
+        build_runtime(docker_client, home)
+        # A change new to the engine: the same change made by an earlier run would now give
+        # the same (reproducible) workspace tree, so every step would come from the cache.
+        token = uuid.uuid4().hex
+        (daemon / "_added_by_a_test.py").write_text(f"ADDED = {token!r}\n")
         image = build_runtime(docker_client, home)
         assert image.tag.startswith("ssebench-test-builders/runtime:")
         ran = [step.instruction.split()[0:2] for step in image.rebuilt]
         assert ran[0] == ["COPY", "packages/workspace/"], ran
-        assert [words[0] for words in ran] == ["COPY", "RUN", "COPY", "LABEL"]
+        assert [words[0] for words in ran] == ["COPY", "RUN", "COPY", "LABEL", "LABEL"]
         probe = "import ssebench.daemon._added_by_a_test as m; print(m.ADDED)"
         output = docker_client.containers.run(
             image.tag, ["/opt/ssebench/bin/python3.11", "-I", "-c", probe], remove=True

@@ -38,7 +38,7 @@ IMPORTS = """
 import json, os, subprocess, sys
 import asyncio, bz2, ctypes, lzma, sqlite3, ssl, zlib
 import ssebench.daemon, ssebench.spec
-import httpx, mcp, msgspec, pydantic_core, starlette, uvicorn, yaml
+import anyio, mcp, msgspec, pydantic_core, starlette, uvicorn, yaml
 ssl.create_default_context()
 child = subprocess.run([sys.executable, "-I", "-c", "print(6 * 7)"], capture_output=True, text=True)
 print(json.dumps({

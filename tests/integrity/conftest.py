@@ -1,4 +1,4 @@
-"""The integrity suite's shared parts (DESIGN.md §4 "Integrity rules", §10).
+"""The integrity suite's shared parts (docs/integrity.md).
 
 Every test here runs real containers through `ssebench run`, with hostile test
 agents from `agents/` (each a folder like any agent's: agent.yaml, Dockerfile,
@@ -7,6 +7,11 @@ share one small client library). An agent writes what it found into
 `$SSE_ARCHIVE` (the host's `archive/`); code the agent plants in the project
 runs as `sse-runner` inside checks and prints `INTEG-HOOK {json}` lines, which
 land in the run's check logs. The tests then judge those findings on the host.
+
+Every test runs in both modes (`runs` is parametrised over `MODES`): in sidecar
+mode the agent runs in a container of its own, with its own root services, `/tmp`
+and archive to attack, and reaches the project only through the shared source
+volume and the daemon in the task container.
 
 Also here: what each task hides (`Hidden`, to recognise a leak in anything the
 agent could carry out), and an internet stand-in: a server in a network
@@ -50,6 +55,9 @@ CLI_TIMEOUT = 1200.0
 
 HOOK_PREFIX = "INTEG-HOOK "
 """How the lines start that code planted in the project prints from inside a check."""
+
+MODES = ("sandbox", "sidecar")
+"""`ssebench run --mode`: every test of the suite runs in each."""
 
 REGISTRY_PLACEHOLDER = "@SSEBENCH_REGISTRY@"
 """Replaced in agents' Dockerfiles by the image registry in force (an image they name)."""
@@ -166,7 +174,9 @@ class Runs:
     workdir: Path
     agent_path: Path
     client: docker.DockerClient
+    mode: str = "sandbox"
     started: list[Started] = field(default_factory=list)
+    waiting: dict[str, Started] = field(default_factory=dict)
 
     def start(
         self,
@@ -180,10 +190,12 @@ class Runs:
         dataset: Path | None = None,
     ) -> Started:
         """Start a run in the background (the CLI's output is collected by `finish`)."""
-        run_id = f"integ-{agent}-{secrets.token_hex(3)}"
+        run_id = f"integ-{agent}-{self.mode}-{secrets.token_hex(3)}"
         argv = [
             *ssebench_argv(),
             "run",
+            "--mode",
+            self.mode,
             "--task",
             task,
             "--agent",
@@ -224,16 +236,25 @@ class Runs:
         return self.start(task, agent, **options).finish()
 
     def containers(self, run_id: str) -> list[Any]:
-        wanted: dict[str, str | list[str] | bool] = {"label": f"{labels.RUN_ID}={run_id}"}
-        return list(self.client.containers.list(all=True, filters=wanted))
+        """The run's containers: its one, or a sidecar pair's two (task container first)."""
+        found: dict[str, Any] = {}
+        for label in (labels.RUN_ID, labels.RUN):
+            wanted: dict[str, str | list[str] | bool] = {"label": f"{label}={run_id}"}
+            # Listed, then read one by one: a container that ends meanwhile (the run's
+            # short-lived helpers do) is skipped, not an error.
+            for summary in self.client.api.containers(all=True, filters=wanted):
+                with contextlib.suppress(docker.errors.NotFound):
+                    found.setdefault(summary["Id"], self.client.containers.get(summary["Id"]))
+        return list(found.values())
 
     def leftovers(self, run_id: str) -> list[str]:
-        """Containers, networks and volumes still carrying the run's ID label."""
-        wanted = {"label": f"{labels.RUN_ID}={run_id}"}
+        """Containers, networks and volumes still carrying the run's ID label (or pair label)."""
         found = [f"container {c.name}" for c in self.containers(run_id)]
-        found += [f"network {n.name}" for n in self.client.networks.list(filters=wanted)]
-        found += [f"volume {v.name}" for v in self.client.volumes.list(filters=wanted)]
-        return found
+        for label in (labels.RUN_ID, labels.RUN):
+            wanted = {"label": f"{label}={run_id}"}
+            found += [f"network {n.name}" for n in self.client.networks.list(filters=wanted)]
+            found += [f"volume {v.name}" for v in self.client.volumes.list(filters=wanted)]
+        return sorted(set(found))
 
     def remove_all(self) -> None:
         """Stop the CLIs still running (as a user would: SIGTERM), remove what is left."""
@@ -246,10 +267,14 @@ class Runs:
                     run.process.kill()
                     run.process.communicate()
             wanted = {"label": f"{labels.RUN_ID}={run.run_id}"}
-            for container in self.containers(run.run_id):
+            # A pair's agent container first: it uses the task container's network.
+            for container in reversed(self.containers(run.run_id)):
                 container.remove(force=True, v=True)
             for network in self.client.networks.list(filters=wanted):
                 network.remove()
+            pair = {"label": f"{labels.RUN}={run.run_id}"}
+            for volume in self.client.volumes.list(filters=pair):
+                volume.remove(force=True)
 
 
 def _assemble_agents(target: Path) -> None:
@@ -268,15 +293,34 @@ def _assemble_agents(target: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def runs(
+def runs_by_mode(
     tmp_path_factory: pytest.TempPathFactory, docker_client: docker.DockerClient
-) -> Iterator[Runs]:
-    """`ssebench run` for the whole session: one results folder, the assembled agents."""
+) -> Iterator[dict[str, Runs]]:
+    """`ssebench run` for the whole session, per mode: one results folder, the assembled
+    agents (shared by both modes)."""
     agents = tmp_path_factory.mktemp("integrity-agents")
     _assemble_agents(agents)
-    found = Runs(tmp_path_factory.mktemp("integrity-runs"), agents, docker_client)
+    found = {
+        mode: Runs(tmp_path_factory.mktemp(f"integrity-runs-{mode}"), agents, docker_client, mode)
+        for mode in MODES
+    }
     yield found
-    found.remove_all()
+    for each in found.values():
+        each.remove_all()
+
+
+@pytest.fixture(scope="session", params=MODES)
+def runs(request: pytest.FixtureRequest, runs_by_mode: dict[str, Runs]) -> Runs:
+    """The runs of one mode: every test using it runs in sandbox and in sidecar mode."""
+    return runs_by_mode[request.param]
+
+
+def _start_hanging_poc(runs: Runs) -> Started:
+    if "hanging_poc_run" not in runs.waiting:
+        runs.waiting["hanging_poc_run"] = runs.start(
+            PYARCHIVE, "hang-poc", difficulty=4, timeout=30, check_timeout=10
+        )
+    return runs.waiting["hanging_poc_run"]
 
 
 @pytest.fixture(scope="session")
@@ -284,9 +328,9 @@ def hanging_poc_run(runs: Runs) -> Started:
     """The run whose patch makes a PoC hang (test_agent_cannot_force_an_error.py).
 
     It waits out a check's time limit in grading (minutes), so it starts with the
-    session (`_waiting_runs_start_first`) and the other tests run meanwhile.
+    session (`_waiting_runs_start_first`, in both modes) and the other tests run meanwhile.
     """
-    return runs.start(PYARCHIVE, "hang-poc", difficulty=4, timeout=30, check_timeout=10)
+    return _start_hanging_poc(runs)
 
 
 WAITING_RUNS = ("hanging_poc_run",)
@@ -301,10 +345,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _waiting_runs_start_first(request: pytest.FixtureRequest) -> None:
-    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    for name in WAITING_RUNS:
-        if name in wanted:
-            request.getfixturevalue(name)
+    modes = {
+        item.callspec.params.get("runs")
+        for item in request.session.items
+        if "hanging_poc_run" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec")
+    }
+    if not modes:
+        return
+    by_mode: dict[str, Runs] = request.getfixturevalue("runs_by_mode")
+    for mode in MODES:
+        if mode in modes:
+            _start_hanging_poc(by_mode[mode])
 
 
 # -- what a task hides ---------------------------------------------------------------------

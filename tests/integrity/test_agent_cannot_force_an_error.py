@@ -1,6 +1,6 @@
 """Issue 13, hole 3: the agent can force `error` instead of `failed`.
 
-Rule (DESIGN.md §4): nothing the agent does turns `failed` into `error`; `error` means
+Rule (docs/integrity.md): nothing the agent does turns `failed` into `error`; `error` means
 the harness or the engine failed. The graded diff always applies when the agent
 changed only its tree, and each check's limit comes from what is left of the
 evaluator's budget.

@@ -1,6 +1,6 @@
 """Issue 13, hole 7: agent layers are built as root on top of the hidden material.
 
-Rule (DESIGN.md §4): an agent's Dockerfile never runs where hidden material is, and
+Rule (docs/integrity.md): an agent's Dockerfile never runs where hidden material is, and
 names no image but its given base (one `FROM ${TOOL_IMAGE}`, no `COPY --from=`);
 otherwise `ssebench run` refuses it with one clear line.
 """

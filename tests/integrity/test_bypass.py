@@ -5,7 +5,7 @@ One run per task and difficulty: the `bypass` agent (agents/bypass/agent.py), as
 bash tool, reach the admin socket, move or replace the agent-facing socket, run
 the checks its difficulty withholds, read the reference patch, call the admin
 routes and reach the internet stand-in, and reports every outcome. Each test
-below judges one kind of attempt (DESIGN.md §4 "The container contract", §6).
+below judges one kind of attempt (docs/architecture.md, docs/agents.md).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_the_agent_facing_socket_cannot_be_moved_or_replaced(bypass: Finished) -
 
 
 def test_withheld_checks_are_refused_and_allowed_ones_run(bypass: Finished) -> None:
-    """The difficulty's gate (DESIGN.md §6), on the socket and the HTTP listener."""
+    """The difficulty's gate (docs/agents.md), on the socket and the HTTP listener."""
     found = bypass.report()["checks"]
     difficulty = bypass.summary()["config"]["difficulty"]
     expected = {

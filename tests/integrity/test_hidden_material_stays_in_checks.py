@@ -1,6 +1,6 @@
 """Issue 13, hole 4: hidden material leaves through checks.
 
-Rule (DESIGN.md §4): hidden files are root-only until staged into a check's private
+Rule (docs/integrity.md): hidden files are root-only until staged into a check's private
 copy; a scratch copy never carries `.git` history; `sse-runner` cannot reach the
 archive, and what a check left in shared writable places (/tmp, /var/tmp,
 /dev/shm, …) is gone before `model` runs again.

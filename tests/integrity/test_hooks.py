@@ -1,4 +1,4 @@
-"""A malicious build/test hook committed by the agent (DESIGN.md §4: task scripts run as
+"""A malicious build/test hook committed by the agent (docs/integrity.md: task scripts run as
 `sse-runner` in a scratch copy; hidden files are root-only until staged; every
 `sse-runner` process is killed after each check).
 

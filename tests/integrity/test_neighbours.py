@@ -1,4 +1,4 @@
-"""A second run on the network cannot fetch the first run's reference patch (DESIGN.md §6:
+"""A second run on the network cannot fetch the first run's reference patch (docs/agents.md:
 the reference patch is served on the admin socket only; §9: a run reaches no other
 run's daemon).
 

@@ -1,6 +1,6 @@
 """Issue 13, hole 1: agent code runs after the agent phase.
 
-Rule (DESIGN.md §4): no code the agent wrote or configured runs after the agent phase
+Rule (docs/integrity.md): no code the agent wrote or configured runs after the agent phase
 except inside a check, as `sse-runner`; `model` is killed again after every step that
 could start its code, until `.graded` is written; git never honours the agent's
 configuration, hooks, attributes or lazy fetch.

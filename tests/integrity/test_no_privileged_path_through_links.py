@@ -1,6 +1,6 @@
 """Issue 13, hole 2: root changes a file's mode through a planted link.
 
-Rule (DESIGN.md §4): no privileged operation follows a path through a tree the agent
+Rule (docs/integrity.md): no privileged operation follows a path through a tree the agent
 or `sse-runner` can write: fd-relative, or not at all.
 
 The `link-race` agent's build makes a world-writable folder in /tmp; while root

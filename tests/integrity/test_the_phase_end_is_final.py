@@ -1,6 +1,6 @@
 """Issue 13, hole 6: in-flight requests and leftovers cross the end of the agent phase.
 
-Rule (DESIGN.md §4, §6): no code the agent wrote or configured runs after the agent
+Rule (docs/integrity.md): no code the agent wrote or configured runs after the agent
 phase except inside a check, as `sse-runner`; agent-facing listeners refuse every
 tool once the phase is over; what the agent left in shared writable places is gone
 before grading.

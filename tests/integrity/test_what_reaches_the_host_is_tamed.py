@@ -1,6 +1,6 @@
 """Issue 13, hole 5: the host run directory takes what the agent made.
 
-Rule (DESIGN.md §4): what reaches the host is tamed: no links out of the run
+Rule (docs/integrity.md): what reaches the host is tamed: no links out of the run
 directory, no setuid/setgid or world-write bits, output and files capped with a
 marker, control characters stripped before a terminal.
 

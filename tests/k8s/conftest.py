@@ -1,7 +1,8 @@
 """Fixtures of the k8s tier: a client of the test cluster, a namespace per test, a test image.
 
 The cluster is the one `tests/k8s/cluster/cluster.sh up` starts (or any cluster
-whose kubeconfig `SSEBENCH_KUBECONFIG` names). When none answers, the tests skip,
+whose kubeconfig `SSEBENCH_KUBECONFIG` names); scripts/test.sh starts it in the
+background and the tier waits for that start. When none answers, the tests skip,
 or fail under CI=true.
 """
 
@@ -50,9 +51,41 @@ def _kubeconfig_path() -> Path:
     return Path(out.stdout.strip())
 
 
+START_WAIT = 45 * 60.0
+"""How long the tier waits for a cluster start under way (a cold build included)."""
+
+
+def _start_under_way(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # ended, not yet waited for by scripts/test.sh
+
+
+def wait_for_cluster_start(pytestconfig: pytest.Config) -> None:
+    """Wait for the `cluster.sh up` that scripts/test.sh started in the background.
+
+    It is started before ruff, mypy and the other tiers so that a cold build
+    overlaps them; its PID and log are in SSEBENCH_K8S_UP_PID and SSEBENCH_K8S_UP_LOG.
+    """
+    pid, log = os.environ.get("SSEBENCH_K8S_UP_PID"), os.environ.get("SSEBENCH_K8S_UP_LOG")
+    if not pid:
+        return
+    deadline = time.monotonic() + START_WAIT
+    while _start_under_way(int(pid)):
+        if time.monotonic() > deadline:
+            missing(pytestconfig, f"the test cluster was not up after {START_WAIT:.0f} s ({log})")
+        time.sleep(1)
+    if log and "cluster is up" not in Path(log).read_text(errors="replace"):
+        tail = Path(log).read_text(errors="replace").splitlines()[-15:]
+        missing(pytestconfig, "the test cluster did not start; its log ends:\n" + "\n".join(tail))
+
+
 @pytest.fixture(scope="session")
 def kube(pytestconfig: pytest.Config) -> Iterator[client.ApiClient]:
     """A client of the test cluster, whose node is Ready."""
+    wait_for_cluster_start(pytestconfig)
     path = _kubeconfig_path()
     if not path.is_file():
         missing(

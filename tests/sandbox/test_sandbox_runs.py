@@ -250,8 +250,9 @@ def test_failing_image_build_is_one_clear_error_and_no_run_directory(
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("ssebench: ")]
     assert len(errors) == 1, done.stderr
-    # Four Dockerfile steps and the engine's LABEL step for the inputs digest.
-    assert "agent broken-build layer" in errors[0] and "failed at step 3/5" in errors[0], errors
+    # Four Dockerfile steps and the engine's LABEL steps for the inputs digest and the
+    # registry (the second since issue 18).
+    assert "agent broken-build layer" in errors[0] and "failed at step 3/6" in errors[0], errors
     assert not done.run_dir.parent.exists()
 
 

@@ -33,6 +33,7 @@ def test_the_cache_folder_is_ssebench_cache_dir_when_set(
     assert cache_root() == tmp_path / "xdg" / "ssebench"
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_packages_come_from_the_lock_once_and_then_from_the_cache_until_the_source_changes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

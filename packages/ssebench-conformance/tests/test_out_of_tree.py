@@ -82,6 +82,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.process
 def test_a_backend_outside_the_workspace_runs_the_engine_free_suite(tmp_path: Path) -> None:
     assert not tmp_path.is_relative_to(WORKSPACE)
     wheels = tmp_path / "wheels"

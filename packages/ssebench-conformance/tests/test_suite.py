@@ -26,7 +26,7 @@ from ssebench.conformance import (
     select,
 )
 from ssebench.conformance.fake import FakeBackend, fake_probe_image
-from ssebench.spec import Backend, RunHandle, RunInfo, labels
+from ssebench.spec import Backend, ContainerRole, RunHandle, RunInfo, labels
 
 
 class ForgetfulBackend(FakeBackend):
@@ -54,6 +54,7 @@ class ExecBackend(FakeBackend):
         tty: bool = False,
         stdin: bool = False,
         env_names: Sequence[str] = (),
+        container: ContainerRole = "task",
     ) -> list[str]:
         return list(command)
 
@@ -91,6 +92,7 @@ def test_a_check_applies_by_what_the_backend_offers_or_lacks() -> None:
     assert refusal.why_not("x", frozenset({"exec"})).startswith("the x backend offers exec")
 
 
+@pytest.mark.process
 def test_the_runner_finds_the_fake_conforming() -> None:
     report = run_checks(FakeBackend, fake_probe_image, engine=False)
     assert report.ok, str(report)
@@ -99,6 +101,7 @@ def test_the_runner_finds_the_fake_conforming() -> None:
     assert statuses["a_kept_run_is_waited_for_until_its_grade_and_survives_cleanup"] == "passed"
 
 
+@pytest.mark.process
 def test_the_runner_reports_a_failing_check_with_what_went_wrong() -> None:
     report = run_checks(ForgetfulBackend, fake_probe_image, engine=False)
     assert not report.ok
@@ -108,6 +111,7 @@ def test_the_runner_reports_a_failing_check_with_what_went_wrong() -> None:
     assert "inspecting_an_unknown_run_gives_none" not in failed
 
 
+@pytest.mark.process
 def test_a_known_failure_is_expected_and_one_that_passes_fails_the_suite() -> None:
     known = {
         "runs_are_found_by_their_labels": "it forgets its runs",
@@ -131,6 +135,7 @@ def test_the_built_in_maps_name_only_checks_of_the_suite() -> None:
         assert set(known) <= names, backend
 
 
+@pytest.mark.process
 def test_a_backend_whose_flag_disagrees_with_its_methods_fails_the_flag_check() -> None:
     class Claims(FakeBackend):
         supports_exec = True
@@ -204,6 +209,7 @@ def run_pytest(
     )
 
 
+@pytest.mark.process
 def test_under_pytest_a_known_failure_is_a_strict_expected_failure(tmp_path: Path) -> None:
     known = {"runs_are_found_by_their_labels": "it forgets its runs"}
     outcome = run_pytest(tmp_path, known, "-k", "runs_are_found or inspecting_an_unknown")
@@ -211,6 +217,7 @@ def test_under_pytest_a_known_failure_is_a_strict_expected_failure(tmp_path: Pat
     assert "1 passed, 20 deselected, 1 xfailed" in outcome.stdout
 
 
+@pytest.mark.process
 def test_under_pytest_a_known_failure_that_passes_fails(tmp_path: Path) -> None:
     known = {"inspecting_an_unknown_run_gives_none": "listed by mistake"}
     outcome = run_pytest(tmp_path, known, "-k", "inspecting_an_unknown")
@@ -233,6 +240,7 @@ def test_the_harness_removes_every_run_a_check_started(tmp_path: Path) -> None:
         assert backend.list_runs({labels.RUN_ID: run_id}) == []
 
 
+@pytest.mark.process
 def test_a_run_streams_through_the_capture_even_from_a_child_process() -> None:
     from ssebench.conformance._capture import capture_output
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssebench.daemon import DaemonConfig, Identity, Privileges
-from ssebench.daemon._procs import current_identity
+from ssebench.daemon._users import current_identity
 
 TAG = "SSEBENCH_TEST_TAG"
 

@@ -1,4 +1,4 @@
-"""The access matrix of DESIGN.md §6 over the real wire (both agent-facing listeners)."""
+"""The access matrix of docs/agents.md over the real wire (both agent-facing listeners)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 from ssebench.daemon import ACTIONS, ALLOWED
 
 from .conftest import Running
+
+pytestmark = pytest.mark.process
 
 ADMIN_ROUTES = [
     ("POST", "/prepare_grading"),

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from .conftest import Running
 from .fakes import write_script
+
+pytestmark = pytest.mark.process
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from .conftest import Running
 from .fakes import write_script
+
+pytestmark = pytest.mark.process
 
 SHOW_BUILD = """\
 #!/bin/bash
@@ -59,10 +62,42 @@ def test_a_check_runs_a_staged_copy_of_its_script_beside_its_support_files_only(
     poc = bencher(running.agent, "run_poc", poc=0)
     staged = scratch / "check-0002" / "stage"
     assert lines(poc) == [
-        f"script={staged}/task/scripts/run.sh poc={staged}/poc-0-first.txt",
+        f"script={staged}/task/scripts/run.sh poc={staged}/poc-0/pocs/first.txt",
         "helper.txt",
         "run.sh",
         "POC-ONE",
+    ]
+    assert not (scratch / "check-0002").exists()
+
+
+SHOW_POC_FOLDER = """\
+#!/bin/bash
+cd "$(dirname "$1")"
+ls
+cat helper.go
+"""
+
+
+def test_a_poc_is_staged_with_its_folder_but_never_beside_another_poc(running: Running) -> None:
+    task_dir, scratch = running.config.task_dir, running.config.scratch_dir
+    write_script(task_dir / "scripts" / "run.sh", SHOW_POC_FOLDER)
+    (task_dir / "pocs" / "helper.go").write_text("package helper\n")
+    (task_dir / "pocs" / "go.mod").write_text("module poc\n")
+    assert bencher(running.agent, "build")["code"] == 0
+
+    both = bencher(running.agent, "run_poc")
+
+    assert both["code"] == 0, both
+    # Each PoC sees its folder's other files, never the other PoC (named in the config).
+    once = ["go.mod", "helper.go", "package helper"]
+    assert lines(both) == [
+        "== PoC 0 ==",
+        "first.txt",
+        *once,
+        "== PoC 1 ==",
+        *once[:2],
+        "second.txt",
+        once[2],
     ]
     assert not (scratch / "check-0002").exists()
 

@@ -108,6 +108,7 @@ def test_a_daemon_that_never_answers_is_a_timeout(tmp_path: Path) -> None:
             UnixHTTPClient(str(path)).get("/version", timeout=0.3)
 
 
+@pytest.mark.process
 def test_the_real_daemon_refuses_an_admin_call_on_the_agents_socket_with_its_class(
     start_daemon: Callable[..., Any],
 ) -> None:

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from ssebench.daemon import ConfigError, load_config
-from ssebench.daemon._config import parse_check_timeout, parse_difficulty
+from ssebench.daemon._environ import parse_check_timeout, parse_difficulty
+from ssebench.daemon.entrypoint import load_settings
 from ssebench.spec import contract
 
 
@@ -58,6 +59,7 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_the_daemon_refuses_to_start_with_a_bad_difficulty() -> None:
     done = _start({"SSE_DIFFICULTY": "9"})
     assert done.returncode == 2
@@ -65,6 +67,7 @@ def test_the_daemon_refuses_to_start_with_a_bad_difficulty() -> None:
     assert "SSE_DIFFICULTY='9'" in done.stderr
 
 
+@pytest.mark.process
 def test_the_daemon_refuses_to_start_without_root_or_the_runner_account() -> None:
     import pwd
 
@@ -85,6 +88,7 @@ def test_the_daemon_refuses_to_start_without_root_or_the_runner_account() -> Non
     assert expected in done.stderr
 
 
+@pytest.mark.process
 def test_the_openapi_document_prints_without_root() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ssebench.daemon", "--print-openapi"],
@@ -94,3 +98,28 @@ def test_the_openapi_document_prints_without_root() -> None:
     )
     assert done.returncode == 0
     assert '"openapi": "3.1.0"' in done.stdout
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"SSE_CHECK_TIMEOUT": "soon"},
+        {"SSE_DAEMON_SOCKET": "relative.sock"},
+        {"SSE_DAEMON_SOCKET": contract.ADMIN_SOCKET},
+    ],
+)
+def test_the_daemon_and_the_entrypoint_refuse_a_setting_with_one_error_and_message(
+    environ: dict[str, str],
+) -> None:
+    with pytest.raises(ConfigError) as daemon:
+        load_config(environ)
+    with pytest.raises(ConfigError) as entrypoint:
+        load_settings(["true"], environ)
+    assert str(daemon.value) == str(entrypoint.value)
+
+
+def test_an_empty_time_limit_means_the_default_for_every_program() -> None:
+    assert load_config({"SSE_CHECK_TIMEOUT": ""}).check_timeout == 1800
+    settings = load_settings(["true"], {"SSE_CHECK_TIMEOUT": "", "TIMEOUT": ""})
+    assert settings.check_timeout == 1800
+    assert settings.timeout == 3600

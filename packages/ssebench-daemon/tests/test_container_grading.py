@@ -16,7 +16,10 @@ RESULTS = "/var/lib/ssebench/results"
 
 PROMISOR_TRAP = r"""
 set -e
-git -c user.name=a -c user.email=a@a commit -q --allow-empty -m "agent commit"
+# A commit with a new tree: the starting commit's objects are packed, a new tree is loose.
+echo agent > agent-note.txt
+git add agent-note.txt
+git -c user.name=a -c user.email=a@a commit -q -m "agent commit"
 tree=$(git rev-parse 'HEAD^{tree}')
 git config core.repositoryformatversion 1
 git config extensions.partialClone origin

@@ -1,6 +1,6 @@
 """The end of the agent phase in a real tool-image container (hole 6 of issue 13).
 
-Rule (DESIGN.md §4): no code of the agent runs after the agent phase except
+Rule (docs/integrity.md): no code of the agent runs after the agent phase except
 inside a check, as sse-runner, and what the agent left in shared writable
 places is gone before grading.
 """

@@ -23,12 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from ssebench.daemon._diff import DiffTaker
 from ssebench.daemon._errors import ConflictError
-from ssebench.daemon._tree import remove_tree_sync
+from ssebench.daemon.server._diff import DiffTaker
+from ssebench.daemon.server._tree import remove_tree_sync
 
 from .fakes import fake_privileges, make_project
 from .test_tree import make_deep, read_deep
+
+pytestmark = pytest.mark.process
 
 NOBODY = 65534
 
@@ -407,3 +409,18 @@ def test_nested_repositories_and_gitmodules_start_nothing(repo: Repo) -> None:
     assert "vendor" in repo.files()
     assert "initial" in asyncio.run(repo.differ.commits_log())
     assert not marker.exists()
+
+
+def test_a_diff_over_the_daemon_s_bound_is_refused_not_held(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ssebench.daemon.server import _diff
+
+    monkeypatch.setattr(_diff, "MAX_DIFF_BYTES", 1 << 20)
+    (repo.source / "huge.bin").write_bytes(os.urandom(3 << 20))
+
+    with pytest.raises(ConflictError) as refused:
+        repo.diff()
+
+    assert refused.value.code == "diff_too_large"
+    assert "larger than 1 MiB" in str(refused.value)

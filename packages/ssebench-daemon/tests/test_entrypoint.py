@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -32,11 +33,10 @@ from pathlib import Path
 import pytest
 
 from ssebench.daemon._budget import CHECK_MARGIN, GRADE_RESERVE, PREPARE_ALLOWANCE
+from ssebench.daemon._users import Identity, processes_of
 from ssebench.daemon.entrypoint._agent import agent_env
 from ssebench.daemon.entrypoint._files import hand_over
-from ssebench.daemon.entrypoint._procs import processes_of
 from ssebench.daemon.entrypoint._services import tcp_listening
-from ssebench.daemon.entrypoint._settings import ModelUser
 from ssebench.spec import Result, contract, read_json
 
 from .conftest import free_port
@@ -131,13 +131,13 @@ LAUNCH = r"""
 import json, sys
 from pathlib import Path
 from ssebench.daemon.entrypoint import Entrypoint, Settings
-from ssebench.daemon.entrypoint._settings import ModelUser
+from ssebench.daemon._users import Identity
 c = json.loads(sys.argv[1])
 settings = Settings(
     agent_command=c["command"], timeout=c["timeout"], keep_alive=c["keep_alive"],
     results_dir=Path(c["results"]), archive_dir=Path(c["archive"]),
     admin_socket=Path(c["admin"]), agent_socket=c["agent_socket"], mcp_port=c["mcp_port"],
-    model=ModelUser(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
+    model=Identity(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
     mcp_argv=c["mcp_argv"], start_timeout=c["start_timeout"], evaluator_grace=5.0,
     evaluator_timeout=c["evaluator_timeout"], evaluator_argv=c["evaluator_argv"],
     check_timeout=c["check_timeout"],
@@ -189,7 +189,7 @@ class Layout:
     archive: Path
     source: Path
     sockets: Path
-    model: ModelUser
+    model: Identity
     host: tuple[int, int]
     calls: Path
     mcp_port: int = field(default_factory=free_port)
@@ -213,14 +213,14 @@ def layout(agent_uid: int) -> Iterator[Layout]:
     (source / "lib.txt").write_text("bug\n")
     sockets = base / "run"
     if ROOT:
-        model = ModelUser(name="sse-test-model", uid=agent_uid, gid=agent_uid, home=str(base))
+        model = Identity(name="sse-test-model", uid=agent_uid, gid=agent_uid, home=str(base))
         host = (HOST_UID, HOST_UID)
         os.chown(source, agent_uid, agent_uid)
         os.chown(source / "lib.txt", agent_uid, agent_uid)
         for path in (results, archive, results / "result.json"):
             os.chown(path, *host)
     else:
-        model = ModelUser(name="me", uid=os.geteuid(), gid=os.getegid(), home=str(base))
+        model = Identity(name="me", uid=os.geteuid(), gid=os.getegid(), home=str(base))
         host = (os.geteuid(), os.getegid())
     yield Layout(
         base=base,
@@ -357,6 +357,7 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 30) -> None:
 # -- whole runs -----------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_containers(
     start: Start, layout: Layout
 ) -> None:
@@ -406,6 +407,7 @@ def test_an_agent_that_does_nothing_is_graded_and_its_exit_status_is_the_contain
     assert calls.index("POST /prepare_grading {}") < evaluators_first
 
 
+@pytest.mark.process
 def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> None:
     ran = start("echo fixed > lib.txt")
     assert ran.proc.returncode == 0, ran.stderr
@@ -414,6 +416,7 @@ def test_an_agent_that_applies_the_fix_passes(start: Start, layout: Layout) -> N
     assert "MCP server listening after" in ran.stderr
 
 
+@pytest.mark.process
 def test_an_agent_past_its_time_limit_is_killed_with_124_and_graded_anyway(
     start: Start, layout: Layout
 ) -> None:
@@ -428,6 +431,7 @@ def test_an_agent_past_its_time_limit_is_killed_with_124_and_graded_anyway(
     assert (layout.results / ".graded").exists()
 
 
+@pytest.mark.process
 @needs_root
 def test_nothing_the_agent_left_running_survives_the_agent_phase(
     start: Start, layout: Layout
@@ -473,6 +477,7 @@ write_result(results, Result(patch_result=PatchResult(status="failed"),
 """
 
 
+@pytest.mark.process
 @needs_root
 def test_a_model_process_started_during_grading_is_dead_before_the_marker(
     start: Start, layout: Layout
@@ -497,6 +502,7 @@ def test_a_model_process_started_during_grading_is_dead_before_the_marker(
     assert "killed 1 process(es) of sse-test-model found after grading" in ran.stderr
 
 
+@pytest.mark.process
 def test_a_stop_signal_in_the_agent_phase_exits_143_with_an_error_grade(
     start: Start, layout: Layout
 ) -> None:
@@ -515,6 +521,7 @@ def test_a_stop_signal_in_the_agent_phase_exits_143_with_an_error_grade(
         assert processes_of(layout.model.uid) == []
 
 
+@pytest.mark.process
 def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
     start: Start, layout: Layout
 ) -> None:
@@ -529,6 +536,7 @@ def test_a_stop_signal_while_grading_exits_143_with_an_error_grade(
     assert result.runtime_result.agent_exit_code == 0
 
 
+@pytest.mark.process
 def test_an_agent_command_that_cannot_start_exits_127_and_is_graded(
     start: Start, layout: Layout
 ) -> None:
@@ -542,6 +550,7 @@ def test_an_agent_command_that_cannot_start_exits_127_and_is_graded(
     assert (layout.results / ".graded").exists()
 
 
+@pytest.mark.process
 def test_the_evaluators_budget_holds_every_check_at_its_full_limit_whatever_the_agents(
     start: Start, layout: Layout
 ) -> None:
@@ -560,6 +569,7 @@ def test_the_evaluators_budget_holds_every_check_at_its_full_limit_whatever_the_
     assert ran.result().patch_result.status == "failed"
 
 
+@pytest.mark.process
 def test_grading_that_outlasts_the_evaluators_limit_is_an_evaluator_timeout(
     start: Start, layout: Layout
 ) -> None:
@@ -574,6 +584,7 @@ def test_grading_that_outlasts_the_evaluators_limit_is_an_evaluator_timeout(
     assert (layout.results / ".graded").read_text() == "error\n"
 
 
+@pytest.mark.process
 def test_an_evaluator_that_hangs_is_killed_after_its_grace_with_an_error_grade(
     start: Start, layout: Layout
 ) -> None:
@@ -594,6 +605,7 @@ def test_an_evaluator_that_hangs_is_killed_after_its_grace_with_an_error_grade(
     assert (layout.results / ".graded").read_text() == "error\n"
 
 
+@pytest.mark.process
 def test_a_daemon_that_does_not_start_ends_the_run_promptly_with_its_log(
     start: Start, layout: Layout
 ) -> None:
@@ -609,6 +621,7 @@ def test_a_daemon_that_does_not_start_ends_the_run_promptly_with_its_log(
     assert (layout.results / ".graded").exists()
 
 
+@pytest.mark.process
 def test_an_mcp_server_refusing_a_bad_difficulty_ends_the_run_with_a_clear_error(
     start: Start, layout: Layout
 ) -> None:
@@ -621,6 +634,7 @@ def test_an_mcp_server_refusing_a_bad_difficulty_ends_the_run_with_a_clear_error
     assert "SSE_DIFFICULTY='high' is not a difficulty" in (result.patch_result.error_log or "")
 
 
+@pytest.mark.process
 def test_an_mcp_server_that_dies_after_binding_is_reported_during_the_agent_phase(
     start: Start, layout: Layout
 ) -> None:
@@ -658,6 +672,7 @@ def _mcp_noting_sigterm(port: int, note: Path) -> list[str]:
     return [sys.executable, "-c", script]
 
 
+@pytest.mark.process
 def test_after_grading_the_services_are_killed_without_a_graceful_stop(
     start: Start, layout: Layout
 ) -> None:
@@ -668,6 +683,7 @@ def test_after_grading_the_services_are_killed_without_a_graceful_stop(
     assert not note.exists(), "the MCP server was asked to stop instead of being killed"
 
 
+@pytest.mark.process
 def test_a_stopped_run_still_stops_its_services_gracefully(start: Start, layout: Layout) -> None:
     note = layout.base / "mcp-got-sigterm"
     ran = start(
@@ -682,6 +698,7 @@ def test_a_stopped_run_still_stops_its_services_gracefully(start: Start, layout:
     assert note.read_text() == "SIGTERM"
 
 
+@pytest.mark.process
 def test_keep_alive_writes_the_marker_and_stays_up_until_stopped(
     start: Start, layout: Layout
 ) -> None:
@@ -695,6 +712,7 @@ def test_keep_alive_writes_the_marker_and_stays_up_until_stopped(
     assert ran.proc.returncode == 143
 
 
+@pytest.mark.process
 @needs_root
 def test_planted_links_in_the_archive_are_never_followed_when_handing_files_over(
     start: Start, layout: Layout
@@ -735,6 +753,7 @@ def test_planted_links_in_the_archive_are_never_followed_when_handing_files_over
         assert (layout.results / name).stat().st_uid == layout.host[0], name
 
 
+@pytest.mark.process
 @needs_root
 def test_what_the_agent_leaves_in_the_archive_reaches_the_host_without_special_bits(
     start: Start, layout: Layout
@@ -764,6 +783,7 @@ def test_what_the_agent_leaves_in_the_archive_reaches_the_host_without_special_b
     assert "fifo (a FIFO)" in log and " (a hard link (2 names))" in log
 
 
+@pytest.mark.process
 def test_the_agents_output_is_capped_in_its_log_and_the_containers_output_with_a_marker(
     start: Start, layout: Layout
 ) -> None:
@@ -785,6 +805,7 @@ def test_the_agents_output_is_capped_in_its_log_and_the_containers_output_with_a
     assert ran.stdout.count(contract.OUTPUT_CAP_MARKER) == 1
 
 
+@pytest.mark.process
 def test_the_evaluators_relayed_output_is_capped_too(start: Start, layout: Layout) -> None:
     limit = contract.AGENT_OUTPUT_LIMIT
     chatty = f"import sys; sys.stdout.write('e' * {limit + 100}); sys.stdout.write('\\n')"
@@ -796,6 +817,7 @@ def test_the_evaluators_relayed_output_is_capped_too(start: Start, layout: Layou
     assert ran.result().patch_result.status == "error", "it left no grade"
 
 
+@pytest.mark.process
 def test_a_missing_agent_command_is_refused_with_an_error_grade(layout: Layout) -> None:
     env = dict(os.environ, SSE_RESULTS=str(layout.results))
     proc = subprocess.run(
@@ -815,7 +837,7 @@ def test_a_missing_agent_command_is_refused_with_an_error_grade(layout: Layout) 
 
 
 def test_the_agents_environment_is_built_from_scratch() -> None:
-    model = ModelUser(name="model", uid=1000, gid=1000, home="/home/model")
+    model = Identity(name="model", uid=1000, gid=1000, home="/home/model")
     env = agent_env(
         {
             "PATH": "/opt/ssebench/bin:/usr/local/go/bin:/usr/bin",
@@ -1002,10 +1024,16 @@ def test_handing_over_tames_a_tree_of_any_depth_with_one_descriptor(deep_tree: P
     os.fchmod(leaf, 0o4777)
     os.close(leaf)
     os.close(fd)
-    descriptors = Path("/proc/self/fd")
-    before = len(list(descriptors.iterdir()))
-    done = hand_over(deep_tree, HOST_UID, HOST_UID)
-    assert len(list(descriptors.iterdir())) == before
+    # A walk holding a descriptor per level would need 1500: with room for a few
+    # dozen it fails with EMFILE. (Counting /proc/self/fd is not a test here: other
+    # threads of the test process open and close descriptors meanwhile.)
+    highest = max(int(entry.name) for entry in Path("/proc/self/fd").iterdir())
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 64, hard))
+    try:
+        done = hand_over(deep_tree, HOST_UID, HOST_UID)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert done.removed_count == 1
     assert done.removed[0].startswith("[...]d/d/")
     assert done.removed[0].endswith("/d/link (a link to /etc/shadow)")
@@ -1023,6 +1051,7 @@ def test_handing_over_tames_a_tree_of_any_depth_with_one_descriptor(deep_tree: P
         os.close(fd)
 
 
+@pytest.mark.process
 def test_a_crash_of_the_entrypoint_still_leaves_an_error_grade_and_the_marker(
     start: Start, layout: Layout
 ) -> None:

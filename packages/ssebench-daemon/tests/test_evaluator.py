@@ -212,6 +212,7 @@ def test_only_the_checks_the_task_has_run_and_the_rest_stay_null() -> None:
     [
         ("patch_did_not_apply", "patch did not apply to /ssebench-repo: error: a.c: patch failed"),
         ("tree_unreadable", "the source tree /src/p cannot be read: its owner model took"),
+        ("diff_too_large", "the agent's diff is larger than 64 MiB, more than the daemon keeps"),
     ],
 )
 def test_a_diff_the_agent_made_ungradable_is_failed_with_the_reason(code: str, reason: str) -> None:
@@ -661,6 +662,7 @@ def _options(running: Running) -> EvaluatorOptions:
     )
 
 
+@pytest.mark.process
 def test_the_unmodified_tree_fails_with_every_poc_triggering_on_the_real_daemon(
     running: Running,
 ) -> None:
@@ -682,6 +684,7 @@ def test_the_unmodified_tree_fails_with_every_poc_triggering_on_the_real_daemon(
         assert tar.extractfile("source/lib.txt").read() == b"bug\n"  # type: ignore[union-attr]
 
 
+@pytest.mark.process
 def test_the_reference_fix_passes_every_check_on_the_real_daemon(running: Running) -> None:
     source = Path(running.daemon.task.source)
     (source / "lib.txt").write_text("fixed\n")
@@ -697,6 +700,7 @@ def test_the_reference_fix_passes_every_check_on_the_real_daemon(running: Runnin
     assert (running.config.results_dir / "final.patch").read_text().count("+fixed") == 1
 
 
+@pytest.mark.process
 def test_a_patch_that_makes_a_poc_hang_fails_that_poc_within_the_budget_on_the_real_daemon(
     start_daemon: Callable[..., Running],
 ) -> None:
@@ -733,6 +737,7 @@ def test_a_patch_that_makes_a_poc_hang_fails_that_poc_within_the_budget_on_the_r
     assert tagged(running.privileges.extra_env[TAG]) == []
 
 
+@pytest.mark.process
 def test_a_script_whose_interpreter_is_missing_is_an_error_of_the_task_on_the_real_daemon(
     running: Running,
 ) -> None:

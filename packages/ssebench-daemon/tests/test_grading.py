@@ -19,6 +19,8 @@ from .conftest import Running
 from .fakes import TAG, FakeTask, tagged, write_script
 from .test_diff import git
 
+pytestmark = pytest.mark.process
+
 
 def git_commit(tree: Path, message: str) -> None:
     git(tree, "add", "-A")

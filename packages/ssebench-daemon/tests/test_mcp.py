@@ -148,6 +148,7 @@ def test_an_unreachable_daemon_is_described_not_raised(tmp_path: Path, logs: Log
 # -- the real daemon --------------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("difficulty", [0, 2])
 def test_the_real_daemon_fails_the_unmodified_tree_and_passes_the_fix(
     start_daemon: Callable[..., Running], logs: LogStore, difficulty: int
@@ -235,6 +236,7 @@ async def _call_test_patch(url: str) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
+@pytest.mark.process
 def test_the_sdk_client_calls_test_patch_on_the_server(
     start_daemon: Callable[..., Running],
     mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]],
@@ -260,6 +262,7 @@ def _wait_listening_unseen(proc: subprocess.Popen[bytes], url: str) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.process
 def test_the_sdk_loads_only_when_the_first_client_connects(
     tmp_path: Path,
     start_daemon: Callable[..., Running],
@@ -290,6 +293,7 @@ def _loaded_modules(pid: int) -> set[str]:
     return found
 
 
+@pytest.mark.process
 def test_sigterm_before_the_first_client_ends_the_server_with_status_0(
     tmp_path: Path, mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]]
 ) -> None:
@@ -299,6 +303,7 @@ def test_sigterm_before_the_first_client_ends_the_server_with_status_0(
     assert proc.wait(10) == 0
 
 
+@pytest.mark.process
 def test_the_server_refuses_to_start_on_an_invalid_difficulty(
     tmp_path: Path, mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from starlette.routing import Route
 
 from ssebench.daemon import ROUTES, build_app, openapi_document, openapi_json
@@ -27,6 +28,7 @@ def documented() -> set[tuple[str, str]]:
     return {(method.upper(), path) for path, item in paths.items() for method in item}
 
 
+@pytest.mark.process
 def test_every_listener_app_serves_exactly_the_documented_routes(running: Running) -> None:
     for admin in (False, True):
         app = build_app(running.daemon, admin=admin)
@@ -41,6 +43,7 @@ def test_every_listener_app_serves_exactly_the_documented_routes(running: Runnin
     assert {(spec.method, spec.path) for spec in ROUTES} == documented()
 
 
+@pytest.mark.process
 def test_each_documented_route_answers_on_the_wire_with_a_documented_status(
     running: Running,
 ) -> None:

@@ -1,6 +1,6 @@
 """The end of the agent phase against requests in flight, over the real wire (fake privileges).
 
-Rule (DESIGN.md §4): no code of the agent runs after the agent phase except inside
+Rule (docs/integrity.md): no code of the agent runs after the agent phase except inside
 a check, as sse-runner — so a request whose body arrives after the phase ended,
 a check whose turn comes after it, a check running at that moment and the bash
 shell all stop there.
@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from .conftest import Running
 from .fakes import TAG, tagged, write_script
+
+pytestmark = pytest.mark.process
 
 
 def send_headers(path: Path, target: str, body: bytes) -> socket.socket:

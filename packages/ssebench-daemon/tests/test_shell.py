@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 
 import httpx
+import pytest
 
 from .conftest import Running
+
+pytestmark = pytest.mark.process
 
 
 def bash(client: httpx.Client, command: str, **extra: object) -> dict[str, object]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ssebench.daemon._stage import (
+from ssebench.daemon.server._stage import (
     FILE_MODE,
     PROGRAM_MODE,
     Stage,
@@ -69,6 +69,7 @@ def test_paths_outside_the_task_folder_are_refused() -> None:
     assert task_path("scripts/./build.sh") == "scripts/build.sh"
 
 
+@pytest.mark.process
 def test_named_files_cover_the_config_the_hidden_material_and_every_script(
     tmp_path: Path,
 ) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ssebench.daemon._ipc import ipc_leftovers, ipc_objects, remove_ipc
-from ssebench.daemon._procs import Identity
-from ssebench.daemon._sweep import (
+from ssebench.daemon._users import Identity
+from ssebench.daemon.server._ipc import ipc_leftovers, ipc_objects, remove_ipc
+from ssebench.daemon.server._sweep import (
     Leftovers,
     Sweeper,
     close_dir,
@@ -26,7 +26,7 @@ from ssebench.daemon._sweep import (
     remove_entry,
     sweep_tree,
 )
-from ssebench.daemon._tree import copy_tree
+from ssebench.daemon.server._tree import copy_tree
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="giving files to other users needs root (the daemon is root)"
@@ -304,6 +304,7 @@ def ipc_ids() -> set[tuple[str, int]]:
     return {(obj.kind, obj.id) for obj in ipc_objects()}
 
 
+@pytest.mark.process
 def test_ipc_objects_of_the_runner_go_as_their_creator_and_others_stay() -> None:
     if not Path("/proc/sysvipc/shm").exists():
         pytest.skip("this kernel lists no SysV IPC objects")

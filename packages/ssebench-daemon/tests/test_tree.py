@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ssebench.daemon._tree import (
+from ssebench.daemon.server._tree import (
     MAX_OPEN_DIRS,
     chown_tree,
     copy_tree,
@@ -263,6 +263,7 @@ def test_a_folder_moved_away_during_a_walk_stops_it(tmp_path: Path) -> None:
         os.close(parent)
 
 
+@pytest.mark.process
 def test_folders_the_daemon_may_not_enter_are_opened_through_their_descriptor() -> None:
     """Without root (as the tests of other users run it): own read-only and closed
     folders are made u+rwx through a descriptor of exactly that folder, then removed."""

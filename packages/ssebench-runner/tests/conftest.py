@@ -12,11 +12,10 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from ssebench.conformance.fake import FakeBackend
-from ssebench.runner import _commands_run
+from ssebench.runner import _commands_eval, _commands_run
 from ssebench.runner._plan import RunOptions, RunPlan, plan_run
-from ssebench.runner._run_dir import RESULTS_ROOT
 from ssebench.runner.cli import app
-from ssebench.spec import Backend
+from ssebench.spec import Backend, contract
 
 from .fakes import fake_backend
 
@@ -44,10 +43,29 @@ files:
 START = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-def write_task(dataset: Path, task_id: str, config: str = TASK_CONFIG) -> Path:
+TASK_FILES = (
+    "build.sh",
+    "run.sh",
+    "test.sh",
+    "diffs/patch.diff",
+    "diffs/test.diff",
+    "pocs/one.bin",
+)
+"""What TASK_CONFIG names, by the task folder's own paths (under sse/)."""
+
+
+def write_task(dataset: Path, task_id: str, config: str | None = None) -> Path:
+    """A task folder: its config (TASK_CONFIG with its `id` by default), the files
+    TASK_CONFIG names and a Dockerfile FROM the base."""
     folder = dataset / task_id
     (folder / "sse").mkdir(parents=True)
+    if config is None:
+        config = TASK_CONFIG.replace(f"id: {TASK_ID}\n", f"id: {task_id}\n", 1)
     (folder / "sse" / "config.yaml").write_text(config)
+    for name in TASK_FILES:
+        (folder / "sse" / name).parent.mkdir(exist_ok=True)
+        (folder / "sse" / name).write_text(f"{name}\n")
+    (folder / "Dockerfile").write_text("ARG SSEBENCH_BASE_IMAGE\nFROM ${SSEBENCH_BASE_IMAGE}\n")
     return folder
 
 
@@ -105,6 +123,7 @@ def use_backend(monkeypatch: pytest.MonkeyPatch) -> Callable[[Backend[Any]], Non
             return backend if name == "fake" else real(name)
 
         monkeypatch.setattr(_commands_run, "get_backend", get_backend)
+        monkeypatch.setattr(_commands_eval, "get_backend", get_backend)
 
     return use
 
@@ -141,11 +160,11 @@ def make_plan(home: Path) -> Callable[..., RunPlan]:
 
     def make(*, agent: str = "dummy", run_id: str = "run-1", keep: bool = False) -> RunPlan:
         options = RunOptions(task=TASK_ID, agent=agent, backend="fake", run_id=run_id, keep=keep)
-        return plan_run(options, results_root=RESULTS_ROOT, now=START)
+        return plan_run(options, results_root=Path(contract.HOST_RESULTS_ROOT), now=START)
 
     return make
 
 
 def run_dir(agent: str = "dummy", run_id: str = "run-1") -> Path:
     """Where a run of the home's task goes, relative to the current directory."""
-    return RESULTS_ROOT / TASK_ID / "none" / agent / run_id
+    return Path(contract.HOST_RESULTS_ROOT) / TASK_ID / "none" / agent / run_id

@@ -14,7 +14,16 @@ import threading
 from typing import Any
 
 from ssebench.conformance.fake import FakeBackend, FakeContainer, FakeImage, Program
-from ssebench.spec import BackendError, contract
+from ssebench.spec import (
+    BackendError,
+    GatewayReport,
+    ModelGateway,
+    ModelsFile,
+    RunHandle,
+    RunSpec,
+    Usage,
+    contract,
+)
 
 PASSED_RESULT: dict[str, Any] = {
     "patch_result": {
@@ -136,3 +145,49 @@ def send_signal_when(
     thread = threading.Thread(target=send, daemon=True)
     thread.start()
     return thread
+
+
+KEY = "sk-ssebench-planted-9c1f2e"
+
+
+class FakeGateway(ModelGateway):
+    def __init__(self, refused: int = 0) -> None:
+        self.opened: list[tuple[str, list[str], float | None]] = []
+        self.closed: list[str] = []
+        self.refused = refused
+
+    @property
+    def base_url(self) -> str:
+        return "http://gateway.invalid:4000"
+
+    def open_key(self, run_id: str, models: list[str], budget: float | None) -> str:
+        self.opened.append((run_id, models, budget))
+        return KEY
+
+    def close_key(self, run_id: str) -> GatewayReport | None:
+        self.closed.append(run_id)
+        usage = Usage(
+            calls=3, prompt_tokens=300, completion_tokens=150, refused_for_budget=self.refused
+        )
+        return GatewayReport(spend=0.06, usage=usage)
+
+
+class ModelBackend(FakeBackend):
+    """The fake backend with a gateway; keeps the spec it was given."""
+
+    gateway_error: BackendError | None = None
+
+    def __init__(self, gateway: FakeGateway, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fake_gateway = gateway
+        self.specs: list[RunSpec] = []
+
+    def gateway(self, models: ModelsFile) -> ModelGateway:
+        if self.gateway_error is not None:
+            raise self.gateway_error
+        assert "scripted" in models.models
+        return self.fake_gateway
+
+    def start(self, spec: RunSpec) -> RunHandle:
+        self.specs.append(spec)
+        return super().start(spec)

@@ -18,7 +18,7 @@ from ssebench.runner._commands_run import run_app
 from ssebench.runner._options import new_run_id, validate_run_id
 from ssebench.spec import Summary, decode_json
 
-from .conftest import TASK_ID, run_args, run_dir, write_task
+from .conftest import TASK_CONFIG, TASK_ID, run_args, run_dir, write_task
 from .fakes import FAILED_RESULT, fake_backend
 
 Cli = Callable[..., Result]
@@ -90,9 +90,13 @@ def test_an_error_is_shown_with_its_reason(home: Path, use_backend: UseBackend, 
 
     outcome = cli(*run_args())
 
-    assert "error" in outcome.stdout
-    assert "[no room]" not in outcome.stdout
-    assert "the run failed to start" in " ".join(outcome.stdout.split())
+    # An infra_error says nothing about the agent: exit 1 with one line, no grade table.
+    assert outcome.exit_code == 1
+    assert outcome.stdout == ""
+    last = outcome.stderr.splitlines()[-1]
+    assert last.startswith("ssebench: run run-1 ended in infra_error: the run failed to start")
+    assert last.endswith("recorded in results/demo-task/none/dummy/run-1")
+    assert "[no room]" not in outcome.stderr
 
 
 def test_json_prints_the_summary_alone_on_stdout(
@@ -175,8 +179,54 @@ def test_tasks_list_prints_json(home: Path, cli: Cli, tmp_path: Path) -> None:
 
     assert outcome.exit_code == 0, outcome.stderr
     assert json.loads(outcome.stdout) == [
-        {"id": "buildonly", "project": "p", "language": "python", "checks": ["build"]}
+        {
+            "id": "buildonly",
+            "project": "p",
+            "language": "python",
+            "checks": ["build"],
+            "problems": [],
+        }
     ]
+
+
+def test_tasks_list_shows_every_broken_task_by_the_task_folders_own_paths(
+    home: Path, cli: Cli, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "mixed"
+    dataset.mkdir()
+    (dataset / "dataset.yaml").write_text('version: "1"\n')
+    write_task(dataset, "a-no-poc")
+    (dataset / "a-no-poc" / "sse" / "pocs" / "one.bin").unlink()
+    write_task(dataset, "b-renamed", config=TASK_CONFIG)  # its id says demo-task
+    (write_task(dataset, "c-unreadable") / "sse" / "config.yaml").write_text("colour: blue\n")
+    write_task(dataset, "d-earlier").joinpath("Dockerfile").write_text(
+        "FROM ssebench/base-c:1\nRUN git clone https://example.invalid/p.git /src/p\n"
+    )
+    write_task(dataset, "demo-task")
+
+    table = cli("tasks", "list", "--local", str(dataset))
+    listed = cli("tasks", "list", "--local", str(dataset), "--json")
+
+    assert table.exit_code == listed.exit_code == 1
+    assert "demo-task" in table.stdout and "build, poc" in table.stdout
+    problems = {entry["id"]: entry["problems"] for entry in json.loads(listed.stdout)}
+    assert problems["demo-task"] == []
+    assert problems["a-no-poc"] == ["sse/pocs/one.bin (files.poc 'pocs/one.bin') is missing"]
+    assert problems["b-renamed"] == [
+        f"{dataset / 'b-renamed' / 'sse' / 'config.yaml'}: key 'id' is 'demo-task' but the "
+        "task folder is 'b-renamed'; they must be the same (rename the folder or change 'id')"
+    ]
+    assert "unknown key 'colour'" in problems["c-unreadable"][0]
+    assert [problem.split(":")[0] for problem in problems["d-earlier"]] == [
+        "Dockerfile line 1",
+        "Dockerfile line 2",
+    ]
+    assert "FROM ${SSEBENCH_BASE_IMAGE}" in problems["d-earlier"][0]
+    assert "COPY them" in problems["d-earlier"][1]
+    # Every problem of every broken task, one line each, also beside the table.
+    said = table.stderr.splitlines()
+    assert len(said) == 5
+    assert all(line.startswith("ssebench: task ") for line in said)
 
 
 def test_tasks_list_reports_a_missing_dataset_in_one_line(cli: Cli, tmp_path: Path) -> None:

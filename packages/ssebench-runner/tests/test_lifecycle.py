@@ -43,6 +43,28 @@ def test_a_run_calls_the_backend_in_order(fake: FakeBackend, cli: Cli) -> None:
     ]
 
 
+def test_a_sidecar_run_hands_the_backend_a_pair_and_records_its_mode(
+    fake: FakeBackend, cli: Cli
+) -> None:
+    seen: list[RunSpec] = []
+    fake.hooks["start"] = seen.append
+    outcome = cli(*run_args("--mode", "sidecar"))
+
+    assert outcome.exit_code == 0, outcome.stderr
+    (spec,) = seen
+    assert (spec.mode, spec.image) == ("sidecar", "fake/agent-dummy/sidecar:1")
+    assert spec.sidecar is not None
+    assert spec.sidecar.environment_image == "fake/tool-sidecar/demo-task:1"
+    assert spec.env[contract.ENV_DAEMON_SOCKET] == contract.SIDECAR_DAEMON_SOCKET
+    assert spec.sidecar.shared_env()[contract.ENV_DAEMON_SOCKET] == contract.SIDECAR_DAEMON_SOCKET
+    assert contract.ENV_API_KEY not in spec.sidecar.environment_env()
+    # Both containers hold the run's process limit (each as its own root process).
+    assert spec.sidecar.environment_env()[contract.ENV_PIDS_LIMIT] == "1024"
+    assert spec.env[contract.ENV_PIDS_LIMIT] == "1024"
+    assert read(run_dir() / "summary.json")["config"]["mode"] == "sidecar"
+    assert read(run_dir() / "run.json")["sidecar"]["run_id"] == "run-1"
+
+
 def test_the_run_directory_has_its_skeleton_and_run_json_before_start(
     fake: FakeBackend, cli: Cli
 ) -> None:
@@ -98,7 +120,7 @@ def test_a_failed_start_still_writes_the_summary(
 
     outcome = cli(*run_args())
 
-    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.exit_code == 1, outcome.stderr
     assert backend.methods == ["prepare_images", "copy_from_image", "start"]
     summary = read(run_dir() / "summary.json")
     assert summary["patch_result"]["status"] == "error"
@@ -120,7 +142,8 @@ def test_an_empty_result_is_recorded_as_an_error_with_the_exit_status(
     summary = read(run_dir() / "summary.json")
     assert summary["patch_result"]["status"] == "error"
     assert summary["patch_result"]["error_msg"] == (
-        "the run left an empty result.json (container exit status 137)"
+        "the run left an empty result.json (container exit status 137); "
+        "SIGKILL ended it from outside the run (docker kill, the engine, the OOM killer)"
     )
 
 

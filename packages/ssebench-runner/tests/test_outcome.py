@@ -1,8 +1,9 @@
-"""The run's `outcome` in summary.json: one of seven, decided in DESIGN.md §5's order."""
+"""The run's `outcome` in summary.json: one of seven, decided in docs/results.md's order."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -10,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from ssebench.conformance.fake import SKIP
 from ssebench.runner._lifecycle import Runner
 from ssebench.runner._plan import RunPlan
 from ssebench.runner._record import RunEnding, outcome_of
 from ssebench.spec import (
     BackendError,
     PatchResult,
+    PlatformUnavailableError,
     Result,
     RuntimeResult,
     Summary,
@@ -76,6 +79,24 @@ def test_every_ending_maps_to_exactly_one_outcome_in_the_designs_order(
     ending: RunEnding, grade: Result, outcome: str
 ) -> None:
     assert outcome_of(ending, grade) == outcome
+
+
+@pytest.mark.parametrize(
+    ("ending", "grade", "outcome"),
+    [
+        (ENDED, result("passed"), "budget_exceeded"),
+        (ENDED, result("failed"), "budget_exceeded"),
+        # Before the agent's time limit, after the errors and a stop.
+        (ENDED, result("failed", agent_timeout=True), "budget_exceeded"),
+        (ENDED, result("error", source="harness"), "infra_error"),
+        (ENDED, result("error", source="task"), "grader_error"),
+        (SIGNALLED, result("passed"), "stopped"),
+    ],
+)  # fmt: skip
+def test_a_used_up_budget_is_its_own_outcome_in_the_designs_order(
+    ending: RunEnding, grade: Result, outcome: str
+) -> None:
+    assert outcome_of(ending, grade, budget_exceeded=True) == outcome
 
 
 def test_an_agent_that_exits_143_itself_is_not_a_stopped_run() -> None:
@@ -149,6 +170,50 @@ def test_a_run_whose_results_cannot_be_collected_is_an_infra_error(
 ) -> None:
     backend = fake_backend(collect_error=BackendError("the volume is gone"))
     assert Runner(backend).run(make_plan()).outcome == "infra_error"
+
+
+def test_a_run_whose_directory_vanished_is_recorded_anyway_as_an_infra_error(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    plan = make_plan()
+    backend = fake_backend()
+
+    def removed_from_outside(*args: object) -> object:
+        shutil.rmtree(plan.run_dir)
+        return SKIP  # a bind-mounted run directory: nothing to collect from elsewhere
+
+    backend.hooks["collect_results"] = removed_from_outside
+
+    summary = Runner(backend).run(plan)
+
+    assert summary.outcome == "infra_error"
+    assert summary.patch_result.error_msg is not None
+    assert "the run directory vanished during the run" in summary.patch_result.error_msg
+    assert (plan.run_dir / "summary.json").is_file()
+
+
+def test_a_run_the_engine_stopped_on_its_way_down_is_an_infra_error_not_stopped(
+    home: Path, make_plan: Callable[..., RunPlan]
+) -> None:
+    """A restarting engine stops its containers with SIGTERM, as `runs stop` does; the
+    engine gone at clean-up says whose SIGTERM it was."""
+    written = with_fields(
+        PASSED_RESULT,
+        patch_result={"status": "error", "error_source": "harness"},
+        runtime_result={"stopped_by": "SIGTERM"},
+    )
+    backend = fake_backend(result=written)
+
+    def engine_gone(*args: object) -> object:
+        raise PlatformUnavailableError("removing a run's container failed: Connection aborted")
+
+    backend.hooks["cleanup"] = engine_gone
+
+    summary = Runner(backend).run(make_plan())
+
+    assert summary.outcome == "infra_error"
+    assert summary.patch_result.error_msg is not None
+    assert "the container platform went away during the run" in summary.patch_result.error_msg
 
 
 def test_a_run_the_runner_stops_on_a_signal_is_stopped_even_with_a_grade(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,8 @@ from ssebench.spec import (
     decode_json,
     labels,
 )
+from ssebench.spec.lease import current_lease, liveness
+from ssebench.spec.recording import RunFile
 
 from .conftest import START, TASK_ID, run_args, run_dir
 from .fakes import REFERENCE_PATCH, fake_backend
@@ -60,8 +63,41 @@ def test_the_summary_records_the_task_config_grade_and_start(fake: FakeBackend, 
         "reference_run": False,
         "keep": False,
         "check_timeout": 1800,
+        "budget": None,
+        "resources": {"cpus": 2.0, "memory": 4 * 1024**3, "pids": 1024},
+        "tool_layer": "sandbox",
+        "plugins": [],
     }
+    assert summary.usage is None
     assert read(run_dir() / "result.json")["config"] == read(run_dir() / "summary.json")["config"]
+    assert (summary.touched, summary.touched_at) == (False, None)
+
+
+def test_a_run_a_person_touched_before_its_grade_is_marked_touched(
+    fake: FakeBackend, cli: Cli
+) -> None:
+    from ssebench.spec.touched import mark_touched
+
+    marked: list[str] = []
+    # As `runs exec` or the web terminal would, while the run is going on.
+    fake.hooks["wait"] = lambda *args: marked.append(mark_touched(run_dir()))
+    cli(*run_args())
+
+    summary = decode_json((run_dir() / "summary.json").read_bytes(), Summary)
+    assert summary.touched is True
+    assert summary.touched_at == marked[0]
+
+
+def test_the_limits_are_the_options_else_the_task_s_resources_else_the_defaults(
+    fake: FakeBackend, cli: Cli
+) -> None:
+    cli(*run_args("--cpus", "0.5", "--memory", "512m", "--pids-limit", "64"))
+
+    config = read(run_dir() / "summary.json")["config"]
+    assert config["resources"] == {"cpus": 0.5, "memory": 512 * 1024**2, "pids": 64}
+    ((spec,),) = fake.calls_to("start")
+    assert spec.resources is not None
+    assert spec.resources.memory == 512 * 1024**2
 
 
 def test_started_at_is_when_the_run_started_in_utc(make_plan: Callable[..., RunPlan]) -> None:
@@ -88,6 +124,7 @@ def test_run_json_holds_the_spec_with_the_environments_names_only(
             contract.ENV_TIMEOUT,
             contract.ENV_CHECK_TIMEOUT,
             contract.ENV_KEEP_ALIVE,
+            contract.ENV_PIDS_LIMIT,
         ]
     )
     folder = run_dir().absolute()
@@ -107,7 +144,14 @@ def test_run_json_holds_the_spec_with_the_environments_names_only(
         labels.AGENT: "dummy",
         labels.RESULTS: str(folder),
         labels.REFERENCE_RUN: "false",
+        **current_lease(),
     }
+    # The lease names this process, the runner, and says it is alive.
+    assert record.labels[labels.LEASE_PID] == str(os.getpid())
+    assert liveness(record.labels) == "alive"
+    config = decode_json((run_dir() / "run.json").read_bytes(), RunFile).config
+    assert config is not None
+    assert config.egress == "open"
 
 
 def test_the_container_gets_the_contracts_environment(fake: FakeBackend, cli: Cli) -> None:
@@ -123,6 +167,8 @@ def test_the_container_gets_the_contracts_environment(fake: FakeBackend, cli: Cl
         "TIMEOUT": "99",
         "SSE_CHECK_TIMEOUT": "1800",
         "SSE_KEEP_ALIVE": "0",
+        # The run's process limit, which the container holds where the kernel does not.
+        "SSE_PIDS_LIMIT": "1024",
     }
 
 
@@ -309,3 +355,28 @@ def test_the_check_timeout_reaches_the_container_and_the_recorded_config(
     assert fake.calls_to("start")[0][0].env[contract.ENV_CHECK_TIMEOUT] == "45"
     summary = json.loads((run_dir() / "summary.json").read_text())
     assert summary["config"]["check_timeout"] == 45
+
+
+def test_the_summary_records_what_the_run_was_made_of(
+    fake: FakeBackend, cli: Cli, make_plan: Callable[..., RunPlan]
+) -> None:
+    from ssebench.runner import run_inputs
+
+    plan = make_plan(run_id="other")
+    outcome = cli(*run_args())
+
+    assert outcome.exit_code == 0, outcome.stderr
+    provenance = read(run_dir() / "summary.json")["provenance"]
+    assert provenance["images"] == {"agent": f"fake/agent-dummy/{TASK_ID}:1"}
+    assert provenance["agent_version"] == "1.0"
+    assert (provenance["dataset"], provenance["dataset_version"]) == ("demo", "1")
+    assert (provenance["model"], provenance["mode"], provenance["difficulty"]) == (
+        "none",
+        "sandbox",
+        2,
+    )
+    # The digest leaves the run ID out: another run of the same inputs has the same one.
+    assert provenance["inputs"] == run_inputs(plan.task, plan.agent, plan.config)
+    # Any file of the task changes it.
+    (Path(plan.task.folder) / "sse" / "extra.txt").write_text("x")
+    assert provenance["inputs"] != run_inputs(plan.task, plan.agent, plan.config)

@@ -11,8 +11,19 @@ from click.testing import Result
 from ssebench.conformance.fake import FakeBackend
 
 from .conftest import TASK_ID, run_args, run_dir, write_task
+from .fakes import fake_backend
 
 Cli = Callable[..., Result]
+
+MODELS_YAML = """\
+budget: 0.5
+models:
+  scripted:
+    litellm: {model: openai/scripted, api_base: "http://127.0.0.1:9/v1"}
+  paid:
+    litellm: {model: openai/gpt-4o-mini}
+    key_env: SSEBENCH_TEST_UNSET_KEY
+"""
 
 
 def refused(outcome: Result, fake: FakeBackend) -> str:
@@ -48,9 +59,34 @@ def refused(outcome: Result, fake: FakeBackend) -> str:
         ),
         pytest.param(
             ["--agent", "chatty"],
-            "agent 'chatty' uses a model, and this ssebench cannot give it one yet; "
-            "use an agent that needs no model: dummy, reference",
+            "agent 'chatty' uses a model: choose one with --model (the models in ",
             id="agent with a model",
+        ),
+        pytest.param(
+            ["--agent", "chatty", "--model", "gpt-9"],
+            "unknown model 'gpt-9': {home}/models.yaml names paid, scripted",
+            id="unknown model",
+        ),
+        pytest.param(
+            ["--agent", "chatty", "--model", "paid"],
+            "model 'paid' needs its provider key in the variable SSEBENCH_TEST_UNSET_KEY, "
+            "which is not set in this environment",
+            id="missing provider key",
+        ),
+        pytest.param(
+            ["--agent", "chatty", "--model", "scripted", "--budget", "0"],
+            "invalid budget 0.0: use a positive number of US dollars",
+            id="zero budget",
+        ),
+        pytest.param(
+            ["--agent", "chatty", "--model", "scripted", "--budget", "nan"],
+            "invalid budget nan: use a positive number of US dollars",
+            id="budget not a number",
+        ),
+        pytest.param(
+            ["--budget", "1"],
+            "--budget needs a model: choose one with --model",
+            id="budget without a model",
         ),
         pytest.param(
             ["--difficulty", "5"], "invalid difficulty 5: use 0 to 4 (default 2)", id="difficulty 5"
@@ -70,7 +106,9 @@ def refused(outcome: Result, fake: FakeBackend) -> str:
             "invalid check timeout -5: use a positive number of seconds",
             id="check timeout",
         ),
-        pytest.param(["--mode", "sidecar"], "invalid mode 'sidecar': use sandbox", id="mode"),
+        pytest.param(
+            ["--mode", "sidekick"], "invalid mode 'sidekick': use sandbox or sidecar", id="mode"
+        ),
         pytest.param(
             ["--egress", "wide"],
             "invalid egress 'wide' (from --egress or SSEBENCH_EGRESS): use restricted or open",
@@ -84,8 +122,16 @@ def refused(outcome: Result, fake: FakeBackend) -> str:
     ],
 )
 def test_a_bad_option_is_refused_in_one_line(
-    fake: FakeBackend, cli: Cli, home: Path, args: list[str], message: str
+    fake: FakeBackend,
+    cli: Cli,
+    home: Path,
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    (home / "models.yaml").write_text(MODELS_YAML)
+    monkeypatch.delenv("SSEBENCH_MODELS", raising=False)
+    monkeypatch.delenv("SSEBENCH_TEST_UNSET_KEY", raising=False)
     base = run_args()
     for name, value in zip(args[::2], args[1::2], strict=True):
         if name in base:
@@ -95,7 +141,7 @@ def test_a_bad_option_is_refused_in_one_line(
 
     line = refused(cli(*base), fake)
 
-    assert line.startswith(message.format(dataset=home / "datasets" / "demo"))
+    assert line.startswith(message.format(dataset=home / "datasets" / "demo", home=home))
 
 
 @pytest.mark.parametrize(
@@ -234,6 +280,63 @@ def test_a_backend_that_cannot_build_images_is_refused(
     line = refused(cli(*run_args()), backend)
 
     assert line == (
-        "backend 'fake' cannot build images and runs prebuilt images only, which ssebench run "
-        "cannot ask for yet; use a backend that builds"
+        "backend 'fake' cannot build images and runs prebuilt images only: add --prebuilt "
+        "(or set SSEBENCH_PREBUILT=1)"
     )
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_backend_that_cannot_build_images_runs_with_prebuilt(
+    home: Path,
+    use_backend: Callable[..., None],
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    backend = PrebuiltOnlyBackend(built=fake_backend().built)
+    use_backend(backend)
+    if how == "environment":
+        monkeypatch.setenv("SSEBENCH_PREBUILT", "1")
+
+    outcome = cli(*run_args(), *(["--prebuilt"] if how == "option" else []))
+
+    assert outcome.exit_code == 0, outcome.stderr
+    (request,) = backend.calls_to("prepare_images")
+    assert request[0].prebuilt is True
+
+
+@pytest.mark.parametrize(
+    "platform", ["arm64", "linux", "windows/amd64", "linux/arm64/", "linux/ARM"]
+)
+def test_a_malformed_platform_is_refused(fake: FakeBackend, cli: Cli, platform: str) -> None:
+    line = refused(cli(*run_args(), "--platform", platform), fake)
+
+    assert line == (
+        f"invalid platform {platform!r}: use linux/<arch>, such as linux/amd64 or linux/arm64"
+    )
+
+
+def test_the_platform_reaches_every_call_that_takes_one(fake: FakeBackend, cli: Cli) -> None:
+    outcome = cli(*run_args(), "--platform", "linux/arm64/v8")
+
+    assert outcome.exit_code == 0, outcome.stderr
+    (request,) = fake.calls_to("prepare_images")
+    assert request[0].platform == "linux/arm64/v8"
+    assert all(call[-1] == "linux/arm64/v8" for call in fake.calls_to("copy_from_image"))
+    (start,) = fake.calls_to("start")
+    assert start[0].platform == "linux/arm64/v8"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--memory", "lots", "invalid --memory 'lots': use a size such as 4g"),
+        ("--memory", "1m", "invalid --memory '1m': at least 64m"),
+        ("--cpus", "0", "invalid --cpus 0.0: a positive number of CPUs"),
+        ("--pids-limit", "3", "invalid --pids-limit 3: at least 32"),
+    ],
+)
+def test_a_bad_limit_is_refused(
+    fake: FakeBackend, cli: Cli, option: str, value: str, said: str
+) -> None:
+    assert said in refused(cli(*run_args(option, value)), fake)

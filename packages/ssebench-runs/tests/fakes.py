@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ssebench.conformance.fake import SKIP, FakeBackend
-from ssebench.spec import RunHandle, RunInfo, RunState, labels
+from ssebench.spec import ContainerRole, RunHandle, RunInfo, RunState, labels
 
 SECRET = "sk-fake-never-shown-0123456789"
 
@@ -64,8 +64,8 @@ class ReachingBackend(FakeBackend):
 
     supports_exec = True
 
-    def endpoint(self, handle: RunHandle, port: int) -> str:
-        return f"http://fake.invalid:{port}"
+    def endpoint(self, handle: RunHandle, port: int, container: ContainerRole = "task") -> str:
+        return f"http://fake.invalid:{port}" + ("/agent" if container == "agent" else "")
 
     def exec_argv(
         self,
@@ -77,8 +77,9 @@ class ReachingBackend(FakeBackend):
         tty: bool = False,
         stdin: bool = False,
         env_names: Sequence[str] = (),
+        container: ContainerRole = "task",
     ) -> list[str]:
-        return ["echo", handle.name, *env_names, *command]
+        return ["echo", handle.name, container, *env_names, *command]
 
 
 def reaching(runs: Sequence[RunInfo] = ()) -> ReachingBackend:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import ssebench.runs
 from ssebench.conformance.fake import FakeBackend
 from ssebench.runs.cli import app
 from ssebench.spec import BACKENDS_GROUP, RunHandle, labels
+from ssebench.spec.touched import touched_at
 
 from .conftest import Invoke
 from .fakes import SECRET, acts, fake_run, listing, reaching, replaced, seeded
@@ -223,15 +225,56 @@ def test_endpoint_on_a_backend_without_endpoints_is_an_error(
 
 
 def test_exec_replaces_the_process_with_the_command_of_the_backend(
-    invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
+    invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    use_backend(reaching([fake_run("r1")]))
+    use_backend(reaching([fake_run("r1", extra_labels={labels.RESULTS: str(tmp_path)})]))
     executed: list[list[str]] = []
     monkeypatch.setattr(os, "execvp", lambda file, argv: executed.append([file, *argv]))
     monkeypatch.setenv("PASSED", SECRET)
     outcome = invoke("exec", "r1", "--env", "PASSED", "--user", "nobody", "--", "sh", "-c", "x")
     assert outcome.code == 0
-    assert executed == [["echo", "echo", "ssebench-r1-probe", "PASSED", "sh", "-c", "x"]]
+    assert executed == [["echo", "echo", "ssebench-r1-probe", "task", "PASSED", "sh", "-c", "x"]]
+    # The run is marked touched (summary.json `touched`) before the command runs.
+    assert touched_at(tmp_path) is not None
+
+
+def test_exec_runs_nothing_when_it_cannot_mark_the_run_touched(
+    invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "gone"
+    use_backend(reaching([fake_run("r1", extra_labels={labels.RESULTS: str(missing)})]))
+    monkeypatch.setattr(os, "execvp", lambda file, argv: pytest.fail("nothing may run"))
+    outcome = invoke("exec", "r1", "--", "true")
+    assert outcome.code == 1
+    assert outcome.err.startswith(f"ssebench runs: cannot record in {missing} that run r1 was")
+
+
+def test_exec_and_endpoint_reach_the_agent_container_with_container_agent(
+    invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    use_backend(reaching([fake_run("r1", extra_labels={labels.RESULTS: str(tmp_path)})]))
+    executed: list[list[str]] = []
+    monkeypatch.setattr(os, "execvp", lambda file, argv: executed.append([file, *argv]))
+    assert invoke("exec", "r1", "--container", "agent", "--", "id").code == 0
+    assert executed == [["echo", "echo", "ssebench-r1-probe", "agent", "id"]]
+    url = invoke("endpoint", "r1", "3000", "--container", "agent").out
+    assert url == "http://fake.invalid:3000/agent\n"
+
+
+def test_an_unknown_container_is_refused_before_the_backend_is_asked(
+    invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_backend(reaching([fake_run("r1")]))
+    monkeypatch.setattr(os, "execvp", lambda file, argv: pytest.fail("nothing may run"))
+    for command in (
+        ["exec", "r1", "--container", "db", "--", "id"],
+        ["endpoint", "r1", "1", "--container", "db"],
+    ):
+        outcome = invoke(*command)
+        assert outcome.code == 1
+        assert outcome.err == (
+            "ssebench runs: --container 'db' is not a container of a run: use task or agent\n"
+        )
 
 
 def test_exec_on_a_backend_without_exec_exits_with_1(
@@ -343,11 +386,13 @@ def _modules_after(*args: str) -> set[str]:
     return set(done.stderr.split())
 
 
+@pytest.mark.process
 def test_results_as_json_imports_neither_a_backend_nor_rich(tmp_path: Any) -> None:
     loaded = _modules_after("results", "--json", "--dir", str(tmp_path))
     assert not {"docker", "rich", "ssebench.backends.docker", "requests", "yaml"} & loaded
 
 
+@pytest.mark.process
 def test_list_as_json_imports_neither_rich_nor_yaml() -> None:
     loaded = _modules_after("list", "--json", "--backend", "no-such-backend")
     assert not {"rich", "yaml"} & loaded
@@ -363,7 +408,7 @@ def test_app_is_a_typer_with_every_command() -> None:
 
     command = typer.main.get_command(app)
     assert sorted(command.commands) == sorted(  # type: ignore[attr-defined]
-        ["list", "inspect", "logs", "stop", "remove", "endpoint", "exec", "results"]
+        ["list", "inspect", "logs", "stop", "remove", "endpoint", "exec", "reap", "results"]
     )
 
 

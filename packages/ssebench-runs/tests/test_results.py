@@ -220,6 +220,7 @@ def test_a_finished_run_round_trips_through_json(results: Path) -> None:
     assert msgspec.json.decode(encoded, type=list[FinishedRun]) == found
 
 
+@pytest.mark.process
 def test_results_into_a_closed_pipe_end_quietly(results: Path) -> None:
     import subprocess
 

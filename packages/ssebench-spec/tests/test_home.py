@@ -110,6 +110,46 @@ def test_an_agent_whose_name_differs_from_its_folder_is_refused(tmp_path: Path) 
         find_agent(home, "dummy")
 
 
+PACKAGES = "packages:\n  pypi: [{pypi}]\n  npm: [{npm}]\n"
+
+
+def test_an_agent_names_the_registry_packages_it_installs_pinned(tmp_path: Path) -> None:
+    home = make_home(tmp_path / "home")
+    folder = make_agent(home / "agents", "real")
+    with (folder / "agent.yaml").open("a") as out:
+        out.write(
+            PACKAGES.format(pypi="'mini-swe-agent[x]==2.4.1'", npm="'@s/p@1.0.0', 'o@1.18.2'")
+        )
+    packages = find_agent(home, "real").packages
+    assert packages.pypi == ["mini-swe-agent[x]==2.4.1"]
+    assert packages.npm == ["@s/p@1.0.0", "o@1.18.2"]
+
+
+@pytest.mark.parametrize(
+    ("pypi", "npm", "message"),
+    [
+        (
+            "'mini-swe-agent>=2'",
+            "",
+            r"pypi: 'mini-swe-agent>=2' is not pinned: write name==version",
+        ),
+        ("'mini-swe-agent'", "", r"pypi: 'mini-swe-agent' is not pinned"),
+        ("", "'opencode-ai@^1.18'", r"npm: 'opencode-ai@\^1.18' is not pinned: write name@version"),
+        ("", "'opencode-ai@latest'", r"npm: 'opencode-ai@latest' is not pinned"),
+        ("", "'git+https://x/y'", r"npm: 'git\+https://x/y' is not pinned"),
+    ],
+)
+def test_an_unpinned_package_is_refused_with_the_form_allowed(
+    tmp_path: Path, pypi: str, npm: str, message: str
+) -> None:
+    home = make_home(tmp_path / "home")
+    folder = make_agent(home / "agents", "real")
+    with (folder / "agent.yaml").open("a") as out:
+        out.write(PACKAGES.format(pypi=pypi, npm=npm))
+    with pytest.raises(TaskConfigError, match=message):
+        find_agent(home, "real")
+
+
 def test_a_dataset_lists_its_tasks_with_its_version(tmp_path: Path) -> None:
     dataset = tmp_path / "demo"
     make_task(dataset, "b-task")
@@ -153,3 +193,16 @@ def test_finding_one_task_ignores_a_broken_neighbour(tmp_path: Path) -> None:
     assert find_task(dataset, "good").id == "good"
     with pytest.raises(TaskConfigError, match="unknown key 'colour'"):
         find_task(dataset, "broken")
+
+
+def test_a_task_whose_id_differs_from_its_folder_is_refused(tmp_path: Path) -> None:
+    dataset = tmp_path / "demo"
+    (make_task(dataset, "folder-name") / "sse" / "config.yaml").write_text(
+        CONFIG.format(id="other-name")
+    )
+    (dataset / "dataset.yaml").write_text("version: '1'\n")
+    expected = "key 'id' is 'other-name' but the task folder is 'folder-name'; they must be"
+    with pytest.raises(TaskConfigError, match=expected):
+        find_task(dataset, "folder-name")
+    with pytest.raises(TaskConfigError, match=expected):
+        load_dataset(dataset)

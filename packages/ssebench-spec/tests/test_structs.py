@@ -85,10 +85,24 @@ TASK = Task(
 )
 AGENT = Agent(name="dummy", version="1", uses_model=False, folder="/a/dummy")
 
+PAIR = SidecarPair.create(
+    run_id="r1",
+    environment_image="reg/tool-sidecar/demo-task:1",
+    source_dir="/src/demo",
+    env={
+        "SSE_API_KEY": "sk-never-for-the-task-container",
+        "SSE_DIFFICULTY": "2",
+        "SSE_RESULTS": "/var/lib/ssebench/results",
+        "SSE_ARCHIVE": "/tmp/sse-archive",
+        "SSE_CHECK_TIMEOUT": "60",
+        "TIMEOUT": "3600",
+    },
+)
+
 EXAMPLES: list[msgspec.Struct] = [
     Mount(target="/x", source="vol", kind="volume", read_only=True),
     NetworkPolicy(egress="open"),
-    SidecarPair(),
+    PAIR,
     RunHandle(run_id="r1", name="ssebench-r1", keep=True),
     RunInfo(
         run_id="r1",
@@ -140,7 +154,41 @@ def test_a_sidecar_run_without_a_pair_is_refused() -> None:
 
 def test_a_sandbox_run_with_a_pair_is_refused() -> None:
     with pytest.raises(UserError, match="sandbox run takes no SidecarPair"):
-        run_spec(sidecar=SidecarPair())
+        run_spec(sidecar=PAIR)
+
+
+def test_a_pair_names_its_volumes_after_the_run_and_shares_what_both_containers_need() -> None:
+    assert [(m.target, m.source, m.kind) for m in PAIR.volumes] == [
+        ("/src/demo", "ssebench-r1-source", "volume"),
+        ("/run/ssebench", "ssebench-r1-sockets", "volume"),
+    ]
+    assert PAIR.shared_env() == {
+        "SSE_DIFFICULTY": "2",
+        "SSE_RESULTS": "/var/lib/ssebench/results",
+        "SSE_ARCHIVE": "/tmp/sse-archive",
+        "SSE_DAEMON_SOCKET": "/run/ssebench/sse.sock",
+    }
+    assert PAIR.environment_env() == {**PAIR.shared_env(), "SSE_CHECK_TIMEOUT": "60"}
+    results = Mount(target="/var/lib/ssebench/results", source="/h/run")
+    archive = Mount(target="/tmp/sse-archive", source="/h/run/archive")
+    assert PAIR.shared_mounts(results, archive) == [results, archive, *PAIR.volumes]
+    sidecar = run_spec(mode="sidecar", sidecar=PAIR)
+    assert sidecar.sidecar == PAIR
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"env": {"SSE_API_KEY": "sk"}}, "never gets a secret: SSE_API_KEY"),
+        ({"source_dir": "src"}, "must be an absolute path"),
+        ({"volumes": []}, "exactly two volumes"),
+    ],
+)
+def test_a_pair_refuses_a_secret_a_relative_source_and_other_volumes(
+    change: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        msgspec.structs.replace(PAIR, **change)
 
 
 def test_the_model_key_is_absent_from_the_run_specs_repr() -> None:
@@ -189,8 +237,9 @@ def test_prebuilt_images_are_named_under_the_registry(monkeypatch: pytest.Monkey
     )
     sidecar = prebuilt_images(msgspec.structs.replace(request, mode="sidecar"))
     assert sidecar.agent == "registry.example:5000/team/agent-dummy/sidecar:1"
-    assert sidecar.environment is not None
-    assert sidecar.environment.startswith("registry.example:5000/team/tool-sidecar/demo-task:")
+    assert sidecar.environment == (
+        f"registry.example:5000/team/tool-sidecar/demo-task:{ssebench.spec.runtime_version()}"
+    )
 
 
 @pytest.mark.parametrize("module", [ssebench.spec, ssebench.extensions])
@@ -201,6 +250,13 @@ def test_public_names_are_sorted_and_exist(module: Any) -> None:
     assert module.__all__ == sorted(module.__all__, key=isort_style)
     for name in module.__all__:
         assert hasattr(module, name), name
+
+
+def test_every_lazily_loaded_name_is_public_and_every_public_name_has_a_home() -> None:
+    homes = set(ssebench.spec._HOMES) | set(ssebench.spec._SUBMODULES)
+    assert homes == set(ssebench.spec.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = ssebench.spec.Nothing  # type: ignore[attr-defined]
 
 
 def test_the_extensions_api_is_the_seeds() -> None:

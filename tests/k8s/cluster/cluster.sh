@@ -294,9 +294,17 @@ clusterDomain: cluster.local
 resolvConf: $ETC/resolv.conf
 podLogsDir: $DATA/pod-logs
 failSwapOn: false
+# Every pod's process cap, as a cluster that takes runs should set it (the API has
+# no per-pod limit; the runs' own \`pids\` is enforced inside the run): the host's
+# pid_max is 32768, and one fork bomb must not take all of it.
+podPidsLimit: 4096
+# The log API serves stdout and stderr apart (the k8s backend relays them apart).
+featureGates: {PodLogsQuerySplitStreams: true}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
+# Absolute disk floors: on a big shared disk that other work has nearly filled, a
+# percentage taints the node (disk-pressure) and no pod is scheduled at all.
+evictionHard: {memory.available: "200Mi", nodefs.available: "256Mi", imagefs.available: "256Mi", nodefs.inodesFree: "2%"}
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false
@@ -516,7 +524,8 @@ cmd_up() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range="$SVC_CIDR" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true --profiling=false --v=1
+    --allow-privileged=true --profiling=false --v=1 \
+    --feature-gates=PodLogsQuerySplitStreams=true
   wait_for containerd 30 ctr_ version
   ctr_ images import --all-platforms "$(pause_image)" >/dev/null
   wait_for registry 30 curl -fsS --max-time 2 "http://$REGISTRY/v2/"

@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 ARCHIVE = Path(os.environ.get("SSE_ARCHIVE") or "/tmp/sse-archive")
-AGENT_SOCKET = os.environ.get("SSE_DAEMON_SOCKET") or "/tmp/sse.sock"
+SANDBOX_SOCKET = "/tmp/sse.sock"
+SIDECAR_SOCKET = "/run/ssebench/sse.sock"
+AGENT_SOCKET = os.environ.get("SSE_DAEMON_SOCKET") or (
+    SANDBOX_SOCKET if Path(SANDBOX_SOCKET).exists() else SIDECAR_SOCKET
+)
+"""The agent-facing socket: the agent is told; code planted in a check (run as sse-runner,
+told nothing) finds it at the sandbox path or, in a sidecar task container, on the volume."""
+SIDECAR = AGENT_SOCKET == SIDECAR_SOCKET
+"""Sidecar mode: the agent's container is not the task container, where checks (and what
+the agent plants in them) run; the two share only the source tree and the daemon."""
 ADMIN_SOCKET = "/run/ssebench/admin.sock"
 DAEMON_PORT = 4263
 DIFFICULTY = int(os.environ.get("SSE_DIFFICULTY") or "2")
@@ -206,6 +215,24 @@ def commit_all(message: str) -> None:
             message,
         ]
     )
+
+
+def task_side_mkdir(path: str) -> None:
+    """A folder everyone may write, where checks run: here, or (sidecar) through the
+    daemon's bash tool in the task container."""
+    if SIDECAR:
+        bash(f"mkdir -m 0777 {path} && chmod 0777 {path}")
+    else:
+        Path(path).mkdir()
+        Path(path).chmod(0o777)
+
+
+def task_side_exists(path: str) -> bool:
+    """Whether `path` exists where checks run (see `task_side_mkdir`)."""
+    if SIDECAR:
+        answer = bash(f"test -e {path} && echo yes")
+        return (answer.get("body") or {}).get("stdout") == "yes\n"
+    return Path(path).exists()
 
 
 def write_report(data: object, name: str = "report.json") -> None:

@@ -79,7 +79,15 @@ class Unix(http.client.HTTPConnection):
         self.sock.connect(self.unix_path)
 
 
-def status_of(path, socket_path="/tmp/sse.sock"):
+AGENT_SOCKET = next(
+    (path for path in ("/tmp/sse.sock", "/run/ssebench/sse.sock") if Path(path).exists()),
+    "/tmp/sse.sock",
+)
+"""The agent-facing socket: /tmp in sandbox mode, the shared volume in a sidecar task
+container."""
+
+
+def status_of(path, socket_path=AGENT_SOCKET):
     try:
         conn = Unix(socket_path)
         conn.request("GET", path)

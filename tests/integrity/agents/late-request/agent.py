@@ -31,13 +31,13 @@ def leave_things() -> dict[str, object]:
 
 def main() -> None:
     found = leave_things()
-    SIGNALS.mkdir()
-    SIGNALS.chmod(0o777)
+    h.task_side_mkdir(str(SIGNALS))
     shutil.copy("/opt/agent/late_hook.py", "pyarchive/_integrity_late.py")
     with Path("pyarchive/__init__.py").open("a") as init:
         init.write("\nfrom pyarchive import _integrity_late  # noqa: E402,F401\n")
     threading.Thread(target=h.bencher, args=("build",), daemon=True).start()
-    found["headers sent"] = h.wait_for((SIGNALS / "headers-sent").exists, 60)
+    sent = str(SIGNALS / "headers-sent")
+    found["headers sent"] = h.wait_for(lambda: h.task_side_exists(sent), 60, step=0.2)
     h.write_report(found)
     print("late-request: leaving now", flush=True)
     os._exit(0)

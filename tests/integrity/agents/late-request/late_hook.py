@@ -17,7 +17,12 @@ import socket
 import time
 from pathlib import Path
 
-AGENT_SOCKET = "/tmp/sse.sock"
+AGENT_SOCKET = next(
+    (path for path in ("/tmp/sse.sock", "/run/ssebench/sse.sock") if Path(path).exists()),
+    "/tmp/sse.sock",
+)
+"""The agent-facing socket: /tmp in sandbox mode, the shared volume in a sidecar task
+container."""
 SIGNALS = Path("/tmp/h6sig")
 KEY = 0x5EB06
 LATE = {"command": "echo ran > /tmp/sse-archive/hole6-late-bash; id -un"}

@@ -66,6 +66,8 @@ def main() -> None:
     COMMAND.write_text(COMMAND_CODE)
     COMMAND.chmod(0o755)
     shutil.copy("/opt/agent/watch_hook.py", "pyarchive/_integrity_watch.py")
+    if h.SIDECAR:  # the hook runs in the task container, which has no /opt/agent
+        shutil.copy("/opt/agent/ssehostile.py", "pyarchive/ssehostile.py")
     with Path("pyarchive/__init__.py").open("a") as init:
         init.write("\nfrom pyarchive import _integrity_watch  # noqa: E402,F401\n")
     h.commit_all("Watch the checks")

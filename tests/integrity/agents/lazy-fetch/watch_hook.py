@@ -4,7 +4,11 @@ report whether grading is on and which `model` processes are alive."""
 import json
 import os
 import sys
+from pathlib import Path
 
+# /opt/agent in sandbox mode; in sidecar mode the agent's files are in another container,
+# so the agent puts ssehostile.py beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, "/opt/agent")
 import ssehostile as h
 

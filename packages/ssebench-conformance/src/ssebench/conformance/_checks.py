@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from ssebench.conformance._harness import Harness
+from ssebench.conformance._harness import WHICH_CONTAINER, Harness
 from ssebench.spec import BackendError, contract, labels
 
 # -- without a run -------------------------------------------------------------------------------
@@ -85,8 +85,8 @@ def results_are_in_the_run_directory_after_collect_results(h: Harness) -> None:
     h.backend.wait(handle, timeout=60)
     dest = Path(spec.results.source)
     h.backend.collect_results(handle, dest)
-    assert json.loads((dest / "result.json").read_text()) == {"probe": True}
-    assert (dest / "archive" / "dialog.jsonl").read_text() == "from the agent\n"
+    assert json.loads((dest / contract.RESULT_FILE).read_text()) == {"probe": True}
+    assert (dest / contract.RUN_ARCHIVE / contract.DIALOG_FILE).read_text() == "from the agent\n"
 
 
 def logs_yield_the_output_one_line_at_a_time(h: Harness) -> None:
@@ -226,6 +226,40 @@ def exec_argv_runs_a_command_and_passes_variables_by_name_only(h: Harness) -> No
         timeout=30,
     )
     assert result.stdout == f"{value} in /tmp as nobody\n"
+
+
+def exec_argv_reaches_the_task_container_by_default_and_the_agents_on_request(
+    h: Harness,
+) -> None:
+    """`container="agent"` runs the command where the agent runs; the default, `task`, in
+    the task container. A sandbox run's one container is both."""
+    _, handle = h.start("sleep")
+    found = {}
+    for container in ("task", "agent"):
+        argv = h.backend.exec_argv(
+            handle, ["sh", "-c", f'echo "${WHICH_CONTAINER}"'], container=container
+        )
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30)
+        found[container] = done.stdout.strip()
+    default = subprocess.run(
+        h.backend.exec_argv(handle, ["sh", "-c", f'echo "${WHICH_CONTAINER}"']),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
+    one = h.suite.mode == "sandbox"
+    assert found == {"task": "agent" if one else "task", "agent": "agent"}, found
+    assert default == found["task"]
+
+
+def the_endpoint_of_either_container_reaches_the_run(h: Harness) -> None:
+    """`endpoint(..., container=...)` answers for both containers of a run (a sidecar
+    pair's share one network namespace; a sandbox run's one container is both)."""
+    _, handle = h.start("serve")
+    for container in ("task", "agent"):
+        url = h.backend.endpoint(handle, contract.DAEMON_PORT, container=container)
+        assert _get_with_retries(url + "/index.html") == "probe says hello\n"
 
 
 def without_exec_asking_for_a_command_is_a_backend_error(h: Harness) -> None:

@@ -1,4 +1,4 @@
-"""Restricted and open egress, proven with servers of our own (DESIGN.md §9).
+"""Restricted and open egress, proven with servers of our own (docs/architecture.md).
 
 A restricted run reaches the model proxy and nothing else: not this host, not
 the internet (a stand-in in a network namespace routed through the host), not

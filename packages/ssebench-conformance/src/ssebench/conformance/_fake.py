@@ -264,6 +264,11 @@ class FakeBackend(Backend[RunHandle]):
     @override
     def prepare_images(self, request: ImageRequest) -> Images:
         self._enter("prepare_images", request)
+        if request.mode == "sidecar":
+            name = f"fake/agent-{request.agent.name}/sidecar:1"
+            environment = f"fake/tool-sidecar/{request.task.id.lower()}:1"
+            self.images[name] = self.images[environment] = self.built
+            return Images(agent=name, environment=environment)
         name = f"fake/agent-{request.agent.name}/{request.task.id.lower()}:1"
         self.images[name] = self.built
         return Images(agent=name)
@@ -352,7 +357,7 @@ class FakeBackend(Backend[RunHandle]):
         archive_dest = (
             dest / archive.relative_to(results)
             if archive.is_relative_to(results)
-            else dest / "archive"
+            else dest / contract.RUN_ARCHIVE
         )
         try:
             for root, into in ((results, dest), (archive, archive_dest)):

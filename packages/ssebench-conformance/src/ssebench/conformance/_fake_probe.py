@@ -20,13 +20,13 @@ def probe(container: FakeContainer) -> int:
     if mode == "talk":
         container.say("probe: line one")
         container.complain("probe: to stderr")
-        container.write(f"{results}/result.json", b'{"probe": true}\n')
-        container.write(f"{archive}/dialog.jsonl", b"from the agent\n")
+        container.write(f"{results}/{contract.RESULT_FILE}", b'{"probe": true}\n')
+        container.write(f"{archive}/{contract.DIALOG_FILE}", b"from the agent\n")
         container.say("probe: line two")
         return int(container.env.get("PROBE_EXIT") or "0")
     if mode in ("sleep", "keep"):
         if mode == "keep":
-            container.write(f"{results}/result.json", b'{"probe": "kept"}\n')
+            container.write(f"{results}/{contract.RESULT_FILE}", b'{"probe": "kept"}\n')
             container.write(f"{results}/{contract.GRADED_MARKER}", b"")
             container.say("probe: graded, staying up")
         else:

@@ -10,16 +10,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from ssebench.conformance._capture import Captured, capture_output
 from ssebench.conformance._check import Capability, capabilities
 from ssebench.conformance._network import Network
 from ssebench.spec import (
     Backend,
     Egress,
+    Mode,
     Mount,
     NetworkPolicy,
     RunHandle,
     RunSpec,
+    SidecarPair,
     contract,
     labels,
 )
@@ -43,10 +47,24 @@ def probe_context() -> Path:
     return Path(str(resources.files("ssebench.conformance") / "probe"))
 
 
-class Suite:
-    """What the checks of one suite share: the probe image, once made, and the egress servers."""
+PROBE_SOURCE: Final = "/probe-src"
+"""A sidecar probe pair's source path (the source volume's mount point in both containers)."""
 
-    def __init__(self, probe_image_factory: ProbeImageFactory) -> None:
+WHICH_CONTAINER: Final = "PROBE_CONTAINER"
+"""A probe run's variable naming its container: `agent` (RunSpec.env) or `task` (the pair's),
+so a check can tell where `exec_argv` ran."""
+
+
+class Suite:
+    """What the checks of one suite share: the probe image, once made, and the egress servers.
+
+    `mode` is the mode of every probe run: in sidecar mode each is a pair, the probe
+    image as the agent container (in the run's PROBE_MODE) and as the task container
+    (sleeping until stopped), with the pair's two volumes.
+    """
+
+    def __init__(self, probe_image_factory: ProbeImageFactory, mode: Mode = "sandbox") -> None:
+        self.mode: Mode = mode
         self._factory = probe_image_factory
         self._image: str | None = None
         self._lock = threading.Lock()
@@ -104,21 +122,36 @@ class Harness:
         """A probe run's spec with the runner's labels, its run directory made."""
         run_id = run_id or f"conf-{secrets.token_hex(4)}"
         run_dir = self.workdir / run_id
-        (run_dir / "archive").mkdir(parents=True, exist_ok=True)
+        (run_dir / contract.RUN_ARCHIVE).mkdir(parents=True, exist_ok=True)
+        run_env = {
+            contract.ENV_API_KEY: self.secret,
+            "PROBE_MODE": mode,
+            WHICH_CONTAINER: "agent",
+            contract.ENV_RESULTS: contract.RESULTS_DIR,
+            contract.ENV_ARCHIVE: contract.ARCHIVE_DIR,
+            **(env or {}),
+        }
+        sidecar = None
+        if self.suite.mode == "sidecar":
+            run_env[contract.ENV_DAEMON_SOCKET] = contract.SIDECAR_DAEMON_SOCKET
+            pair = SidecarPair.create(
+                run_id=run_id,
+                environment_image=self.probe_image,
+                source_dir=PROBE_SOURCE,
+                env=run_env,
+            )
+            sidecar = msgspec.structs.replace(
+                pair, env={**pair.env, "PROBE_MODE": "sleep", WHICH_CONTAINER: "task"}
+            )
         return RunSpec(
             run_id=run_id,
             task_name=PROBE_TASK,
-            mode="sandbox",
+            mode=self.suite.mode,
+            sidecar=sidecar,
             image=image or self.probe_image,
-            env={
-                contract.ENV_API_KEY: self.secret,
-                "PROBE_MODE": mode,
-                contract.ENV_RESULTS: contract.RESULTS_DIR,
-                contract.ENV_ARCHIVE: contract.ARCHIVE_DIR,
-                **(env or {}),
-            },
+            env=run_env,
             results=Mount(target=contract.RESULTS_DIR, source=str(run_dir)),
-            archive=Mount(target=contract.ARCHIVE_DIR, source=str(run_dir / "archive")),
+            archive=Mount(target=contract.ARCHIVE_DIR, source=str(run_dir / contract.RUN_ARCHIVE)),
             network=NetworkPolicy(egress=egress),
             labels={
                 labels.RUN_ID: run_id,

@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Final
 
+from typing_extensions import override
+
 NETNS: Final = "ssebtest-inet"
 """The stand-in's network namespace."""
 
@@ -41,6 +43,7 @@ socketserver.ThreadingTCPServer((sys.argv[1], int(sys.argv[2])), Answer).serve_f
 
 
 class _Answer(socketserver.BaseRequestHandler):
+    @override
     def handle(self) -> None:
         self.request.sendall(b"HTTP/1.0 200 OK\r\n\r\nhello\n")
 

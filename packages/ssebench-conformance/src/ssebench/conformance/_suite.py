@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from typing_extensions import override
+
 from ssebench.conformance import _checks as c
 from ssebench.conformance import _egress as e
 from ssebench.conformance._check import Capability, Check, capabilities
 from ssebench.conformance._harness import BackendFactory, Harness, ProbeImageFactory, Suite
+from ssebench.spec import Mode
 
 _ENDPOINT: Final[frozenset[Capability]] = frozenset({"endpoint"})
 _EXEC: Final[frozenset[Capability]] = frozenset({"exec"})
@@ -42,9 +45,15 @@ CHECKS: Final[tuple[Check, ...]] = (
     Check(c.copy_from_image_copies_one_file),
     Check(c.copy_from_image_raises_a_backend_error_for_a_missing_file),
     Check(c.the_endpoint_reaches_a_port_of_the_running_run, needs=_ENDPOINT, engine=True),
+    Check(c.the_endpoint_of_either_container_reaches_the_run, needs=_ENDPOINT, engine=True),
     Check(c.the_endpoint_of_a_finished_run_is_an_error, needs=_ENDPOINT),
     Check(c.without_endpoints_asking_for_one_is_a_backend_error, lacks=_ENDPOINT),
     Check(c.exec_argv_runs_a_command_and_passes_variables_by_name_only, needs=_EXEC, engine=True),
+    Check(
+        c.exec_argv_reaches_the_task_container_by_default_and_the_agents_on_request,
+        needs=_EXEC,
+        engine=True,
+    ),
     Check(c.without_exec_asking_for_a_command_is_a_backend_error, lacks=_EXEC),
     Check(c.a_planted_secret_never_surfaces_outside_the_container),
     Check(e.a_restricted_run_reaches_neither_the_host_nor_the_internet_standin, engine=True),
@@ -112,6 +121,7 @@ class Report:
         """Whether the backend conforms: no check failed and no known failure passed."""
         return not any(outcome.status in ("failed", "fixed") for outcome in self.outcomes)
 
+    @override
     def __str__(self) -> str:
         rows = [
             f"{o.status:>14}  {o.check}" + (f": {o.detail}" if o.detail else "")
@@ -137,6 +147,7 @@ def run_checks(
     known_failures: Mapping[str, str] | None = None,
     engine: bool = True,
     checks: Sequence[Check] | None = None,
+    mode: Mode = "sandbox",
 ) -> Report:
     """Run the suite against a backend without pytest.
 
@@ -147,6 +158,7 @@ def run_checks(
             the backend's name.
         engine: False runs the engine-free part only.
         checks: a subset to run instead of `select(engine)`.
+        mode: the mode of the probe runs (`sidecar`: each a pair).
 
     Returns:
         One outcome per check, in order.
@@ -154,7 +166,7 @@ def run_checks(
     name = backend_factory().name
     known = KNOWN_FAILURES.get(name, {}) if known_failures is None else known_failures
     validate_known_failures(known)
-    suite = Suite(probe_image_factory)
+    suite = Suite(probe_image_factory, mode)
     outcomes = []
     try:
         with tempfile.TemporaryDirectory(prefix="ssebench-conformance-") as scratch:

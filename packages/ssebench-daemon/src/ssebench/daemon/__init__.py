@@ -1,7 +1,7 @@
 """In-container executables: the daemon (`python -m ssebench.daemon`), the
 entrypoint, the evaluator and the MCP server.
 
-The daemon serves one API on three listeners (DESIGN.md §6); the public names
+The daemon serves one API on three listeners (docs/agents.md); the public names
 here are what tests, benchmarks and the other in-container tools need.
 
 Names load lazily (PEP 562): importing `ssebench.daemon.entrypoint` or
@@ -15,10 +15,6 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ssebench.daemon._app import ROUTES, build_app
-    from ssebench.daemon._checks import Privileges
-    from ssebench.daemon._config import DaemonConfig, load_config
-    from ssebench.daemon._core import Daemon, daemon_version
     from ssebench.daemon._errors import ApiError, ConfigError, DaemonError, ErrorCode
     from ssebench.daemon._gate import ACTIONS, ALLOWED, Action
     from ssebench.daemon._messages import (
@@ -39,9 +35,14 @@ if TYPE_CHECKING:
         ReferencePatchResponse,
         VersionResponse,
     )
-    from ssebench.daemon._openapi import openapi_document, openapi_json
-    from ssebench.daemon._procs import Identity, ProcessKiller, UidKiller
-    from ssebench.daemon._server import Listeners, bind_all, main
+    from ssebench.daemon._users import Identity
+    from ssebench.daemon.server._app import ROUTES, build_app
+    from ssebench.daemon.server._checks import Privileges
+    from ssebench.daemon.server._config import DaemonConfig, load_config
+    from ssebench.daemon.server._core import Daemon, daemon_version
+    from ssebench.daemon.server._openapi import openapi_document, openapi_json
+    from ssebench.daemon.server._procs import ProcessKiller, UidKiller
+    from ssebench.daemon.server._server import Listeners, bind_all, main
 
 _HOMES: dict[str, str] = {
     "ACTIONS": "ssebench.daemon._gate",
@@ -56,8 +57,8 @@ _HOMES: dict[str, str] = {
     "CapabilitiesResponse": "ssebench.daemon._messages",
     "ChangedFile": "ssebench.daemon._messages",
     "ConfigError": "ssebench.daemon._errors",
-    "Daemon": "ssebench.daemon._core",
-    "DaemonConfig": "ssebench.daemon._config",
+    "Daemon": "ssebench.daemon.server._core",
+    "DaemonConfig": "ssebench.daemon.server._config",
     "DaemonError": "ssebench.daemon._errors",
     "DialogResponse": "ssebench.daemon._messages",
     "DiffResponse": "ssebench.daemon._messages",
@@ -65,23 +66,23 @@ _HOMES: dict[str, str] = {
     "ErrorResponse": "ssebench.daemon._messages",
     "FilesResponse": "ssebench.daemon._messages",
     "FinalDiffResponse": "ssebench.daemon._messages",
-    "Identity": "ssebench.daemon._procs",
-    "Listeners": "ssebench.daemon._server",
+    "Identity": "ssebench.daemon._users",
+    "Listeners": "ssebench.daemon.server._server",
     "PrepareGradingResponse": "ssebench.daemon._messages",
-    "Privileges": "ssebench.daemon._checks",
-    "ProcessKiller": "ssebench.daemon._procs",
+    "Privileges": "ssebench.daemon.server._checks",
+    "ProcessKiller": "ssebench.daemon.server._procs",
     "ProjectResponse": "ssebench.daemon._messages",
-    "ROUTES": "ssebench.daemon._app",
+    "ROUTES": "ssebench.daemon.server._app",
     "ReferencePatchResponse": "ssebench.daemon._messages",
-    "UidKiller": "ssebench.daemon._procs",
+    "UidKiller": "ssebench.daemon.server._procs",
     "VersionResponse": "ssebench.daemon._messages",
-    "bind_all": "ssebench.daemon._server",
-    "build_app": "ssebench.daemon._app",
-    "daemon_version": "ssebench.daemon._core",
-    "load_config": "ssebench.daemon._config",
-    "main": "ssebench.daemon._server",
-    "openapi_document": "ssebench.daemon._openapi",
-    "openapi_json": "ssebench.daemon._openapi",
+    "bind_all": "ssebench.daemon.server._server",
+    "build_app": "ssebench.daemon.server._app",
+    "daemon_version": "ssebench.daemon.server._core",
+    "load_config": "ssebench.daemon.server._config",
+    "main": "ssebench.daemon.server._server",
+    "openapi_document": "ssebench.daemon.server._openapi",
+    "openapi_json": "ssebench.daemon.server._openapi",
 }
 """Each public name and the module it comes from."""
 

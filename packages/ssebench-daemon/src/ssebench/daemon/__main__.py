@@ -11,6 +11,6 @@ if not sys.flags.safe_path:
     sys.path[:] = [entry for entry in sys.path if entry not in ("", _started_in)]
 os.chdir("/")
 
-from ssebench.daemon._server import main  # noqa: E402
+from ssebench.daemon.server._server import main  # noqa: E402
 
 sys.exit(main())

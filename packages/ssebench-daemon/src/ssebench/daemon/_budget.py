@@ -1,6 +1,6 @@
 """The grading budget: how long the evaluator may take, sized from the checks it runs.
 
-Rule enforced (DESIGN.md §4): nothing the agent does turns `failed` into
+Rule enforced (docs/integrity.md): nothing the agent does turns `failed` into
 `error`. A patch can make any check run until it is stopped (a PoC that
 loops forever, a test suite that hangs); that must cost the check, recorded
 as failing, never the grade. So the evaluator's budget is sized to hold

@@ -30,6 +30,7 @@ ErrorCode = Literal[
     "conflict",
     "patch_did_not_apply",
     "tree_unreadable",
+    "diff_too_large",
     "body_too_large",
     "internal_error",
 ]

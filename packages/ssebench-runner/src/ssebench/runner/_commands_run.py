@@ -13,9 +13,15 @@ import typer
 
 from ssebench.runner._console import fail, log_to_stderr, stdout_to_stderr
 from ssebench.runner._lifecycle import Runner, said, utc_now
-from ssebench.runner._options import EGRESS_ENV, OFFERED_MODES
+from ssebench.runner._options import (
+    EGRESS_ENV,
+    NO_MODEL,
+    OFFERED_MODES,
+    PREBUILT_ENV,
+    check_image_source,
+)
+from ssebench.runner._orphans import reap_own_orphans
 from ssebench.runner._plan import RunOptions, RunPlan, plan_run
-from ssebench.runner._run_dir import RESULTS_ROOT
 from ssebench.runner._signals import SecondSignal
 from ssebench.spec import (
     BACKEND_ENV,
@@ -23,10 +29,10 @@ from ssebench.spec import (
     PatchResult,
     SSEBenchError,
     Summary,
-    UserError,
     contract,
     encode_json,
     get_backend,
+    settings,
 )
 from ssebench.spec.terminal import terminal_safe
 
@@ -38,6 +44,42 @@ log = logging.getLogger(__name__)
 _STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "error": "bold yellow"}
 
 
+PrebuiltOption = Annotated[
+    bool,
+    typer.Option(
+        "--prebuilt",
+        envvar=PREBUILT_ENV,
+        help="Run the images published under SSEBENCH_REGISTRY (`ssebench images push`); "
+        "build nothing. Needed on a backend that cannot build (k8s).",
+    ),
+]
+"""`--prebuilt`, as `ssebench run` and `ssebench eval` take it."""
+
+ToolLayerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-layer",
+        metavar="NAME",
+        help="The tool layer built on the case image, from the `ssebench.tool_layers` "
+        "entry points. Sandbox mode only, not with --prebuilt. Default: sandbox.",
+        show_default=False,
+    ),
+]
+"""`--tool-layer`, as `ssebench run` and `ssebench eval` take it."""
+
+PluginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        metavar="NAME",
+        help="A plugin of plugins.yaml to run (repeatable): exactly these run. "
+        "Default: those plugins.yaml enables. Sandbox mode only.",
+        show_default=False,
+    ),
+]
+"""`--plugin`, as `ssebench run` and `ssebench eval` take it."""
+
+
 def run_command(
     task: Annotated[
         str | None, typer.Option("--task", help="The task to run, by its ID.", show_default=False)
@@ -47,10 +89,28 @@ def run_command(
         typer.Option(
             "--local",
             metavar="DIR",
-            help="A dataset folder. Default: the home's datasets/demo.",
+            help="A dataset folder holding the task; without it the task comes from the catalog.",
             show_default=False,
         ),
     ] = None,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog",
+            metavar="PATH",
+            help="A task catalog's manifest.json, used when --local is not given. "
+            "Default: SSEBENCH_CATALOG, else the demo dataset's manifest.",
+            show_default=False,
+        ),
+    ] = None,
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build",
+            help="Build a catalog task's case image from its local folder (which must match "
+            "the catalog) instead of pulling it.",
+        ),
+    ] = False,
     agent: Annotated[
         str | None,
         typer.Option(
@@ -74,7 +134,9 @@ def run_command(
             help="0-4: which checks the agent may run itself (0 all, 4 none).",
         ),
     ] = contract.DEFAULT_DIFFICULTY,
-    timeout: Annotated[int, typer.Option("--timeout", help="Seconds the agent may run.")] = 3600,
+    timeout: Annotated[int, typer.Option("--timeout", help="Seconds the agent may run.")] = (
+        contract.DEFAULT_AGENT_TIMEOUT
+    ),
     check_timeout: Annotated[
         int,
         typer.Option(
@@ -90,7 +152,24 @@ def run_command(
             metavar="[restricted|open]",
             help="restricted: the model proxy only; open: also the internet.",
         ),
-    ] = "restricted",
+    ] = settings.EGRESS.default,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="A model named in models.yaml (the home's, or SSEBENCH_MODELS); `none` for "
+            "agents that use no model.",
+        ),
+    ] = NO_MODEL,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            metavar="USD",
+            help="US dollars the run's model calls may cost. Default: models.yaml's.",
+            show_default=False,
+        ),
+    ] = None,
     run_id: Annotated[
         str | None,
         typer.Option(
@@ -114,6 +193,46 @@ def run_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the run's summary as JSON on stdout.")
     ] = False,
+    prebuilt: PrebuiltOption = False,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            "--platform",
+            metavar="linux/<arch>",
+            help="The platform of every image and container of the run. "
+            "Default: the backend's own.",
+            show_default=False,
+        ),
+    ] = None,
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            "--cpus",
+            help="CPUs the run may use. Default: 2, or more if the task's resources ask.",
+            show_default=False,
+        ),
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            metavar="SIZE",
+            help="Memory of the run, e.g. 4g or 512m; no swap beyond it. "
+            "Default: 4g, or more if the task's resources ask.",
+            show_default=False,
+        ),
+    ] = None,
+    pids_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--pids-limit",
+            help="Processes and threads the run may have at once. "
+            "Default: 1024, or more if the task's resources ask.",
+            show_default=False,
+        ),
+    ] = None,
+    tool_layer: ToolLayerOption = None,
+    plugin: PluginOption = None,
 ) -> None:
     """Run an agent against a task in a container, grade its patch and record the run.
 
@@ -132,20 +251,33 @@ def run_command(
         egress=egress,
         run_id=run_id,
         keep=keep_container,
+        prebuilt=prebuilt,
+        platform=platform,
+        model=model,
+        budget=budget,
+        cpus=cpus,
+        memory=memory,
+        pids_limit=pids_limit,
+        catalog=catalog,
+        build=build,
+        tool_layer=tool_layer,
+        plugins=tuple(plugin or ()),
     )
     try:
-        plan = plan_run(options, results_root=RESULTS_ROOT, now=utc_now())
-        chosen = get_backend(plan.config.backend)
-        if not (chosen.builds_images or plan.prebuilt):
-            raise UserError(
-                f"backend {plan.config.backend!r} cannot build images and runs prebuilt "
-                "images only, which ssebench run cannot ask for yet; use a backend that builds"
-            )
+        chosen = get_backend(options.backend)
+        plan = plan_run(
+            options,
+            results_root=Path(contract.HOST_RESULTS_ROOT),
+            now=utc_now(),
+            keys_here=chosen.gateway_keys_from_host,
+        )
+        check_image_source(plan.config.backend, chosen.builds_images, plan.prebuilt)
     except SSEBenchError as exc:
         fail(said(exc))
     quiet = stdout_to_stderr() if json_output else contextlib.nullcontext()
     try:
         with log_to_stderr(), quiet:
+            reap_own_orphans(chosen, Path(contract.HOST_RESULTS_ROOT))
             summary = Runner(chosen).run(plan)
             if plan.config.keep:
                 log.info("the container is kept: stop it with `ssebench runs stop %s`", plan.run_id)
@@ -158,7 +290,13 @@ def run_command(
         fail(said(exc))
     if json_output:
         click.echo(encode_json(summary, pretty=True).decode(), nl=False)
-    else:
+    if summary.outcome == "infra_error":
+        # The engine or the harness failed (the engine restarted, the container was killed
+        # from outside, ...): the run says nothing about the agent, so no grade table.
+        reason = " ".join(terminal_safe(summary.patch_result.error_msg or "no reason").split())
+        where = _relative(plan.run_dir)
+        fail(f"run {plan.run_id} ended in infra_error: {reason}; recorded in {where}")
+    if not json_output:
         from rich.console import Console  # here: `--json` runs never need rich
 
         Console().print(summary_table(summary, plan))
@@ -202,6 +340,11 @@ def summary_table(summary: Summary, plan: RunPlan) -> Table:
         ("model", Text(summary.config.model)),
         ("status", Text(result.status, style=_STATUS_STYLE[result.status])),
         ("outcome", Text(summary.outcome or "-")),
+        *(
+            [("spend", Text(f"${summary.spend:.4f} of ${summary.config.budget or 0:.4f}"))]
+            if summary.spend is not None
+            else []
+        ),
         ("build", Text(_check(result.build_success))),
         ("poc", Text(_pocs(result))),
         ("function_test", Text(_check(result.func_test_success))),

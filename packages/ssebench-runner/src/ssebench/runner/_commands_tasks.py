@@ -8,18 +8,19 @@ from typing import Annotated
 import click
 import typer
 
-from ssebench.runner._console import fail
+from ssebench.runner._console import PROGRAM, fail
 from ssebench.runner._lifecycle import said
 from ssebench.spec import (
     Check,
     Message,
     SSEBenchError,
-    Task,
+    TaskCheck,
+    check_dataset,
     default_dataset,
     encode_json,
     find_home,
-    load_dataset,
 )
+from ssebench.spec.terminal import terminal_safe
 
 tasks_app = typer.Typer(
     name="tasks",
@@ -31,19 +32,26 @@ tasks_app = typer.Typer(
 
 
 class TaskListing(Message, kw_only=True, frozen=True):
-    """One task as `ssebench tasks list --json` prints it."""
+    """One task as `ssebench tasks list --json` prints it; a broken task (any `problems`)
+    has no project, language or checks when its config cannot be read."""
 
     id: str
-    project: str
-    language: str
+    project: str | None
+    language: str | None
     checks: list[Check]
+    problems: list[str]
+    """Everything found wrong before a build, by the task folder's own paths."""
 
 
-def task_listing(task: Task) -> TaskListing:
+def task_listing(found: TaskCheck) -> TaskListing:
     """What `tasks list` shows of a task."""
-    config = task.config
+    config = found.task.config if found.task is not None else None
     return TaskListing(
-        id=task.id, project=config.project, language=config.language, checks=list(config.checks())
+        id=found.id,
+        project=config.project if config else None,
+        language=config.language if config else None,
+        checks=list(config.checks()) if config else [],
+        problems=found.problems,
     )
 
 
@@ -62,15 +70,29 @@ def list_tasks(
         bool, typer.Option("--json", help="Print a JSON list of the tasks on stdout.")
     ] = False,
 ) -> None:
-    """List a dataset's tasks with the checks each has."""
+    """List a dataset's tasks with the checks each has, and every broken task with why.
+
+    Exit status 1 when any task is broken (after listing them all).
+    """
     try:
         dataset = local if local is not None else default_dataset(find_home())
-        listings = [task_listing(task) for task in load_dataset(dataset)]
+        listings = [task_listing(found) for found in check_dataset(dataset)]
     except SSEBenchError as exc:
         fail(said(exc))
+    broken = [listing for listing in listings if listing.problems]
     if json_output:
         click.echo(encode_json(listings, pretty=True).decode(), nl=False)
-        return
+    else:
+        _print_table(dataset, listings)
+    for listing in broken:
+        for problem in listing.problems:
+            line = f"{PROGRAM}: task {listing.id}: {problem}"
+            click.echo(terminal_safe(line), err=True)
+    if broken:
+        raise typer.Exit(1)
+
+
+def _print_table(dataset: Path, listings: list[TaskListing]) -> None:
     # Here, not at the top: rich costs every ssebench command start-up time.
     from rich.console import Console
     from rich.table import Table
@@ -82,8 +104,12 @@ def list_tasks(
     for listing in listings:
         table.add_row(
             Text(listing.id),
-            Text(listing.language),
-            Text(listing.project),
-            Text(", ".join(listing.checks) or "none"),
+            Text(listing.language or "?"),
+            Text(listing.project or "?"),
+            Text(
+                f"broken: {len(listing.problems)} problem(s), below"
+                if listing.problems
+                else ", ".join(listing.checks) or "none"
+            ),
         )
     Console().print(table)

@@ -2,7 +2,7 @@
 
 Messages may quote what a run produced (an engine's error, a path in the
 agent's tree): every line printed here goes through `terminal_safe`, so no
-control character reaches the terminal (DESIGN.md §4, "What reaches the
+control character reaches the terminal (docs/integrity.md, "What reaches the
 host is tamed"). The container's own output is filtered by the backend that
 streams it.
 """
@@ -18,6 +18,7 @@ from typing import NoReturn
 
 import click
 import typer
+from typing_extensions import override
 
 from ssebench.spec.terminal import terminal_safe
 
@@ -42,6 +43,7 @@ def fail(message: str, status: int = 1) -> NoReturn:
 class _StderrHandler(logging.Handler):
     """Writes records to whatever `sys.stderr` is at the time, one line each."""
 
+    @override
     def emit(self, record: logging.LogRecord) -> None:
         try:
             click.echo(f"{PROGRAM}: {terminal_safe(self.format(record))}", err=True)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 import typer
 from typer.core import TyperGroup
+from typing_extensions import override
 
 from ssebench.spec import COMMANDS_GROUP, distribution_of, unique_entry_points
 
@@ -64,9 +65,11 @@ class ExtensionGroup(TyperGroup):
             entries[name] = found[0]
         return entries
 
+    @override
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._extension_entries()})
 
+    @override
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         builtin = super().get_command(ctx, cmd_name)
         if builtin is not None:
@@ -78,6 +81,7 @@ class ExtensionGroup(TyperGroup):
             return click.Command(cmd_name, help=f"(from {distribution_of(entry)})")
         return load_extension_command(cmd_name, entry)
 
+    @override
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> Any:
         ctx.meta[_LISTING] = True
         try:

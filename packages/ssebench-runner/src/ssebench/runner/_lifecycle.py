@@ -4,11 +4,14 @@
     -> start -> wait -> collect_results -> cleanup -> record
 
 It reaches the platform only through the Backend it is given, so tests pass
-a fake one.
+a fake one. One Runner may carry out several runs at once from several threads
+(`ssebench eval`): `stop_all` then stops every run in flight, as a signal
+stops the one run of `ssebench run`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -19,14 +22,19 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from ssebench.runner._plan import RunPlan, run_spec
+from ssebench.runner._plugins import stage_plugins
 from ssebench.runner._record import RunEnding, record_run, write_run_record
 from ssebench.runner._run_dir import create_run_dir
 from ssebench.runner._signals import SecondSignal, StopOnSignal, signal_name
 from ssebench.spec import (
     Backend,
     BackendError,
+    GatewayReport,
     ImageRequest,
     Images,
+    ModelGateway,
+    PlatformNotFoundError,
+    PlatformUnavailableError,
     RunHandle,
     RunSpec,
     SSEBenchError,
@@ -48,6 +56,13 @@ def utc_now() -> datetime:
 def iso_utc(moment: datetime) -> str:
     """`moment` as ISO 8601 in UTC, to the second: `2025-01-02T03:04:05+00:00`."""
     return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
+class RunCancelled(SSEBenchError):
+    """The runner was told to stop (`Runner.stop_all`) before this run was created.
+
+    Nothing of the run exists: no run directory, no container.
+    """
 
 
 def said(exc: BaseException) -> str:
@@ -79,6 +94,33 @@ class Runner:
         self._backend = backend
         self._stop_grace = stop_grace
         self._clock = clock
+        self._attempts: set[_Attempt] = set()
+        self._attempts_lock = threading.Lock()
+        # Runs carried out at once prepare their images one at a time: a backend's image
+        # building (shared layers, its cache) is not promised to be safe from several threads.
+        self._prepare_lock = threading.Lock()
+        self._stopping: int | None = None
+
+    @property
+    def stopping(self) -> int | None:
+        """The signal `stop_all` was called with, if it was."""
+        return self._stopping
+
+    def stop_all(self, signum: int) -> None:
+        """Stop every run in flight and refuse new ones; each is recorded as stopped by `signum`.
+
+        Safe to call from a signal handler (it takes no lock and leaves the
+        slow part to a thread per run) and more than once. A run whose images
+        are being prepared is not created (`run` raises RunCancelled); a run
+        that is starting is stopped as soon as it has started.
+
+        Args:
+            signum: the signal that asked for the stop, recorded in each run.
+        """
+        self._stopping = signum
+        # A copy made in one step: the set may change in a worker thread meanwhile.
+        for attempt in tuple(self._attempts):
+            attempt.stop_from(signum)
 
     def run(self, plan: RunPlan) -> Summary:
         """Carry out one run and record it.
@@ -98,29 +140,51 @@ class Runner:
             BackendError: the reference patch cannot be copied out of the image.
             SecondSignal: a second SIGINT or SIGTERM ended the run early; it is
                 recorded first.
+            RunCancelled: `stop_all` was called before the run was created.
             OSError: the run directory cannot be written.
         """
-        images = self._backend.prepare_images(
-            ImageRequest(
-                mode=plan.config.mode,
-                task=plan.task,
-                agent=plan.agent,
-                prebuilt=plan.prebuilt,
-                platform=plan.platform,
+        with self._prepare_lock:
+            self._check_not_stopping(plan)
+            images = self._backend.prepare_images(
+                ImageRequest(
+                    mode=plan.config.mode,
+                    task=plan.task,
+                    agent=plan.agent,
+                    prebuilt=plan.prebuilt,
+                    platform=plan.platform,
+                    case=plan.case,
+                    tool_layer=plan.tool_layer,
+                )
             )
-        )
+            # Started (or found running) before anything of the run exists: a gateway
+            # that cannot start leaves nothing behind.
+            gateway = self._backend.gateway(plan.models) if plan.models is not None else None
         # mkdtemp makes the folder 0700: the patch is hidden material.
         private = Path(tempfile.mkdtemp(prefix="ssebench-reference-"))
         try:
             # The seed copies the patch after creating the run directory; doing
             # it first means a failed copy leaves no half-made run behind.
             reference = self._copy_reference(plan, images, private)
+            staged = (
+                stage_plugins(plan.config.plugins, plan.plugins_home, private / "plugins")
+                if plan.config.plugins and plan.plugins_home is not None
+                else None
+            )
+            self._check_not_stopping(plan)
+            if gateway is not None:
+                # Before the run directory: a key that cannot be made leaves no run behind.
+                plan = _with_key(plan, gateway)
             create_run_dir(plan.run_dir)
             log.info("run directory: %s", plan.run_dir)
-            spec = run_spec(plan, images, reference)
-            write_run_record(plan.run_dir, spec)
+            spec = run_spec(plan, images, reference, staged)
+            write_run_record(plan.run_dir, spec, plan.config)
             started_at = iso_utc(self._clock())
             attempt = _Attempt(self._backend, spec, plan.run_dir, self._stop_grace)
+            with self._attempts_lock:
+                self._attempts.add(attempt)
+            if self._stopping is not None:
+                # stop_all came between the check above and now: the run stops once started.
+                attempt.stop_from(self._stopping)
             try:
                 ending = attempt.carry_out()
             except SecondSignal as interrupt:
@@ -129,11 +193,38 @@ class Runner:
                     stopped_by=attempt.stop_signal,
                     failure=f"ended by {interrupt} before the results were collected",
                 )
-                record_run(plan, ending, started_at=started_at, reference_patch=reference)
+                used = _close_key(gateway, plan.run_id)
+                record_run(
+                    plan,
+                    ending,
+                    started_at=started_at,
+                    reference_patch=reference,
+                    images=images,
+                    gateway=used,
+                )
                 raise
-            return record_run(plan, ending, started_at=started_at, reference_patch=reference)
+            finally:
+                with self._attempts_lock:
+                    self._attempts.discard(attempt)
+            used = _close_key(gateway, plan.run_id)
+            return record_run(
+                plan,
+                ending,
+                started_at=started_at,
+                reference_patch=reference,
+                images=images,
+                gateway=used,
+            )
         finally:
             shutil.rmtree(private, ignore_errors=True)
+            if gateway is not None:
+                _close_key(gateway, plan.run_id)  # revoked whatever happened (safe to repeat)
+
+    def _check_not_stopping(self, plan: RunPlan) -> None:
+        if self._stopping is not None:
+            raise RunCancelled(
+                f"run {plan.run_id} was not started: stopping on {signal_name(self._stopping)}"
+            )
 
     def _copy_reference(self, plan: RunPlan, images: Images, folder: Path) -> Path:
         image = images.task_image()
@@ -154,6 +245,29 @@ class Runner:
         # reference agent runs as `model`, which must be able to read the mount.
         dest.chmod(0o644)
         return dest
+
+
+def _with_key(plan: RunPlan, gateway: ModelGateway) -> RunPlan:
+    """The plan with the run's fresh model key and the gateway's URL in its environment."""
+    key = gateway.open_key(plan.run_id, [plan.config.model], plan.config.budget)
+    env = {
+        **plan.env,
+        contract.ENV_API_KEY: key,
+        contract.ENV_BASE_URL: gateway.base_url,
+        contract.ENV_MODEL_NAME: plan.config.model,
+    }
+    return dataclasses.replace(plan, env=env)
+
+
+def _close_key(gateway: ModelGateway | None, run_id: str) -> GatewayReport | None:
+    """Revoke the run's key and return what it used (None, with a warning, if that fails)."""
+    if gateway is None:
+        return None
+    try:
+        return gateway.close_key(run_id)
+    except Exception as exc:
+        log.warning("closing the run's model key failed: %s", said(exc))
+        return None
 
 
 class _Attempt:
@@ -187,7 +301,11 @@ class _Attempt:
                 self._join_stopper()
                 failure = self._collect(handle, failure)
             finally:
-                self._cleanup(handle)
+                gone = self._cleanup(handle)
+            if gone is not None and failure is None:
+                # The engine stopped the container on its way down (a restart, a crash):
+                # the run's SIGTERM was the platform's, not a person's `runs stop`.
+                failure = gone
         return RunEnding(
             started=True, exit_status=exit_status, failure=failure, stopped_by=stopped_by
         )
@@ -196,6 +314,11 @@ class _Attempt:
         # Runs inside the signal handler: note it and leave the slow part to a thread.
         self.stop_signal = signum
         self._request_stop()
+
+    def stop_from(self, signum: int) -> None:
+        """Stop the run as a signal would (also from another thread, or before it started)."""
+        if self.stop_signal is None:
+            self._on_signal(signum)
 
     def _request_stop(self) -> None:
         handle = self.handle
@@ -230,6 +353,11 @@ class _Attempt:
             return self._backend.wait(handle, None), None
         except TimeoutError as exc:
             failure = f"the run did not end in time: {said(exc)}"
+        except PlatformUnavailableError as exc:
+            # The engine restarted or went away under the run: an infra_error, said plainly.
+            failure = f"the container platform went away during the run: {said(exc)}"
+        except PlatformNotFoundError as exc:
+            failure = f"the run's container vanished (removed from outside?): {said(exc)}"
         except Exception as exc:
             failure = f"the run could not be watched: {said(exc)}"
         # A run that is no longer watched must not go on unseen.
@@ -245,8 +373,12 @@ class _Attempt:
             return problem if failure is None else f"{failure}; {problem}"
         return failure
 
-    def _cleanup(self, handle: RunHandle) -> None:
+    def _cleanup(self, handle: RunHandle) -> str | None:
+        """Clean up; the failure to record when the container platform went away meanwhile."""
         try:
             self._backend.cleanup(handle)
         except Exception as exc:
             log.warning("cleaning up after the run failed: %s", said(exc))
+            if isinstance(exc, PlatformUnavailableError):
+                return f"the container platform went away during the run: {said(exc)}"
+        return None

@@ -7,7 +7,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Final, get_args
 
-from ssebench.spec import Egress, Mode, UserError, contract
+from ssebench.spec import Egress, Mode, UserError, contract, settings
 
 RUN_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """What a run ID may look like: it becomes a folder name, a label value and part of names."""
@@ -18,10 +18,10 @@ RESERVED_RUN_ID: Final = "latest"
 NO_MODEL: Final = "none"
 """The model of a run whose agent uses none; a folder of the run directory's path."""
 
-OFFERED_MODES: Final[tuple[Mode, ...]] = ("sandbox",)
+OFFERED_MODES: Final[tuple[Mode, ...]] = ("sandbox", "sidecar")
 """The modes `--mode` offers: only those this runner can carry out."""
 
-EGRESS_ENV: Final = "SSEBENCH_EGRESS"
+EGRESS_ENV: Final = settings.EGRESS.name
 """Environment variable giving `--egress` its default."""
 
 
@@ -115,3 +115,37 @@ def validate_egress(egress: str) -> Egress:
     raise UserError(
         f"invalid egress {egress!r} (from --egress or {EGRESS_ENV}): use {' or '.join(choices)}"
     )
+
+
+PREBUILT_ENV: Final = settings.PREBUILT.name
+"""Environment variable giving `--prebuilt` its default (1: run published images)."""
+
+
+def check_image_source(backend: str, builds_images: bool, prebuilt: bool) -> None:
+    """Refuse to build images on a backend that cannot (`Backend.builds_images`).
+
+    Raises:
+        UserError: the backend runs prebuilt images only and `--prebuilt` was not given.
+    """
+    if not (builds_images or prebuilt):
+        raise UserError(
+            f"backend {backend!r} cannot build images and runs prebuilt "
+            f"images only: add --prebuilt (or set {PREBUILT_ENV}=1)"
+        )
+
+
+PLATFORM_PATTERN: Final = re.compile(r"linux/[a-z0-9_]+(/v[0-9]+)?")
+"""What `--platform` accepts: an OCI platform of Linux, with an optional variant."""
+
+
+def validate_platform(platform: str) -> str:
+    """Return `platform` if it names a Linux platform (`linux/<arch>[/<variant>]`).
+
+    Raises:
+        UserError: it is anything else.
+    """
+    if PLATFORM_PATTERN.fullmatch(platform) is None:
+        raise UserError(
+            f"invalid platform {platform!r}: use linux/<arch>, such as linux/amd64 or linux/arm64"
+        )
+    return platform

@@ -8,27 +8,12 @@ from pathlib import Path
 from typing import Final
 
 from ssebench.runner._options import RESERVED_RUN_ID
-from ssebench.spec import UserError
+from ssebench.spec import UserError, contract
 
 log = logging.getLogger(__name__)
 
-RESULTS_ROOT: Final = Path("results")
-"""Where run directories go, relative to the current directory."""
-
-RESULT_FILE: Final = "result.json"
-"""The grade; the runner adds the run's settings to it."""
-
-SUMMARY_FILE: Final = "summary.json"
-"""The run's record, written by the runner for every run."""
-
-RUN_FILE: Final = "run.json"
-"""The RunSpec with the environment's names and none of its values."""
-
 REFERENCE_FILE: Final = "reference.patch"
 """The task's reference fix, copied in after every run."""
-
-ARCHIVE_DIR: Final = "archive"
-"""What the agent wrote, inside the run directory."""
 
 
 def run_dir_path(root: Path, task_id: str, model: str, agent: str, run_id: str) -> Path:
@@ -81,8 +66,8 @@ def create_run_dir(run_dir: Path) -> None:
         raise UserError(f"run directory {_shown(run_dir)} already exists") from exc
     except OSError as exc:
         raise UserError(f"cannot create run directory {_shown(run_dir)}: {exc.strerror}") from exc
-    (run_dir / ARCHIVE_DIR).mkdir()
-    (run_dir / RESULT_FILE).touch()
+    (run_dir / contract.RUN_ARCHIVE).mkdir()
+    (run_dir / contract.RESULT_FILE).touch()
     try:
         point_latest(run_dir)
     except OSError as exc:

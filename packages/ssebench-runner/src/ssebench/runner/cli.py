@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from importlib import metadata
-
 import typer
 
+from ssebench.runner._commands_dataset import dataset_app
+from ssebench.runner._commands_eval import eval_command
+from ssebench.runner._commands_models import models_app
+from ssebench.runner._commands_report import report_command
 from ssebench.runner._commands_run import run_app, run_command
+from ssebench.runner._commands_scan import scan_command
 from ssebench.runner._commands_tasks import tasks_app
+from ssebench.runner._commands_verify import verify_command
 from ssebench.runner._extensions import ExtensionGroup
+from ssebench.runner._provenance import ssebench_versions
 
 app = typer.Typer(
     cls=ExtensionGroup,
@@ -22,12 +27,7 @@ app = typer.Typer(
 
 def installed_packages() -> list[tuple[str, str]]:
     """Every installed SSEBench distribution and its version, sorted by name."""
-    found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name and name.lower().startswith("ssebench-"):
-            found.setdefault(name.lower(), dist.version)
-    return sorted(found.items())
+    return sorted(ssebench_versions().items())
 
 
 def _print_version(value: bool) -> None:
@@ -51,7 +51,13 @@ def _root(
 
 
 app.command("run")(run_command)
+app.command("eval")(eval_command)
+app.command("report")(report_command)
 app.add_typer(tasks_app, name="tasks")
+dataset_app.command("verify")(verify_command)
+dataset_app.command("scan")(scan_command)
+app.add_typer(dataset_app, name="dataset")
+app.add_typer(models_app, name="models")
 
 
 def main() -> None:

@@ -17,12 +17,9 @@ from typing import Final
 import msgspec
 
 from ssebench.runs._entries import CheckOutcome, Checks, FinishedRun
-from ssebench.spec import DecodeError, PatchResult, Summary
+from ssebench.spec import DecodeError, PatchResult, Summary, contract
 
-SUMMARY_FILE: Final = "summary.json"
-"""The run's record, written by the runner for every run that ended."""
-
-RUN_FILES: Final = frozenset({"result.json", "run.json"})
+RUN_FILES: Final = frozenset({contract.RESULT_FILE, contract.RUN_FILE})
 """Files of a run directory: one holding them but no summary yet is a run in progress."""
 
 MAX_SUMMARY_SIZE: Final = 1 << 24
@@ -122,7 +119,7 @@ def scan_results(root: Path, warn: Warn) -> list[FinishedRun]:
     pending = [str(root.absolute())]
     while pending:
         folder = pending.pop()
-        summary_path = f"{folder}{os.sep}{SUMMARY_FILE}"
+        summary_path = f"{folder}{os.sep}{contract.SUMMARY_FILE}"
         try:
             data = _read(summary_path)
         except (FileNotFoundError, NotADirectoryError):

@@ -19,7 +19,8 @@ from ssebench.runs._console import fail, reported, say, write_json
 from ssebench.spec import BACKEND_ENV, DEFAULT_BACKEND, contract
 
 if TYPE_CHECKING:
-    from ssebench.spec import Backend, RunInfo
+    from ssebench.spec import Backend, ContainerRole, RunInfo
+
 
 EXIT_CODES: Final = (
     "Exit status: 0 done; 1 an error (one line on stderr); 2 a usage error; "
@@ -30,7 +31,7 @@ EXIT_CODES: Final = (
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What `exec --env` accepts: a variable's name, never a value."""
 
-DEFAULT_RESULTS: Final = Path("results")
+DEFAULT_RESULTS: Final = Path(contract.HOST_RESULTS_ROOT)
 """Where `ssebench run` records runs, relative to the current directory."""
 
 BackendOption = Annotated[
@@ -45,6 +46,25 @@ RunIdArgument = Annotated[
     str, typer.Argument(metavar="ID", help="The run's ID (its --run-id).", show_default=False)
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+ContainerOption = Annotated[
+    str,
+    typer.Option(
+        "--container",
+        metavar="[task|agent]",
+        help="Which container of a sidecar run: task (the daemon and the project) or "
+        "agent. A sandbox run has one, which is both.",
+    ),
+]
+CONTAINERS: Final[tuple[ContainerRole, ...]] = ("task", "agent")
+"""What `--container` accepts."""
+
+
+def _container(value: str) -> ContainerRole:
+    for known in CONTAINERS:
+        if value == known:
+            return known
+    fail(f"--container {value!r} is not a container of a run: use task or agent")
+
 
 app = typer.Typer(
     name="ssebench-runs",
@@ -115,7 +135,7 @@ def logs_command(
     """Print the run's output, stdout and stderr together.
 
     Control characters (escape sequences, carriage returns, ...) the run
-    printed are stripped: what reaches a terminal is tamed (DESIGN.md §4).
+    printed are stripped: what reaches a terminal is tamed (docs/integrity.md).
     """
     from ssebench.spec.terminal import terminal_safe
 
@@ -171,6 +191,7 @@ def endpoint_command(
         typer.Argument(min=1, max=65535, help="A port of the run's container (daemon: 4263)."),
     ],
     json_output: JsonOption = False,
+    container: ContainerOption = "task",
     backend: BackendOption = DEFAULT_BACKEND,
 ) -> None:
     """Print the URL at which this machine reaches PORT of a running run.
@@ -180,11 +201,12 @@ def endpoint_command(
     from ssebench.runs._entries import Endpoint
     from ssebench.runs._errors import NotRunningError
 
+    role = _container(container)
     with reported():
         chosen, run = _backend_and_run(backend, run_id)
         if run.state != "running":
             raise NotRunningError(f"run {run_id} is not running ({run.state})")
-        url = chosen.endpoint(run.handle, port)
+        url = chosen.endpoint(run.handle, port, container=role)
         if json_output:
             write_json(Endpoint(run_id=run_id, port=port, url=url))
         else:
@@ -224,14 +246,18 @@ def exec_command(
             show_default=False,
         ),
     ] = None,
+    container: ContainerOption = "task",
     backend: BackendOption = DEFAULT_BACKEND,
 ) -> None:
     """Run COMMAND in a running run's container, in place of this process.
 
     COMMAND reaches the container as separate arguments, never through a shell.
+    The run is marked touched (summary.json `touched`): if its grade is not yet
+    recorded, evaluations leave it out of pass rates by default.
     """
     from ssebench.runs._errors import NotRunningError, RunsError
 
+    role = _container(container)
     names = env or []
     for name in names:
         if ENV_NAME.fullmatch(name) is None:
@@ -245,14 +271,98 @@ def exec_command(
         if run.state != "running":
             raise NotRunningError(f"run {run_id} is not running ({run.state})")
         argv = chosen.exec_argv(
-            run.handle, command, user=user, workdir=workdir, tty=tty, stdin=stdin, env_names=names
+            run.handle,
+            command,
+            user=user,
+            workdir=workdir,
+            tty=tty,
+            stdin=stdin,
+            env_names=names,
+            container=role,
         )
+        _mark_touched(run)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execvp(argv[0], argv)  # noqa: S606 - the backend's command, arguments never via a shell
     except OSError as exc:
         fail(f"cannot run {argv[0]}: {exc.strerror or exc}")
+
+
+def _mark_touched(run: RunInfo) -> None:
+    """Record in the run directory that a person ran a command in the run (`summary.json`
+    `touched`); refuse to run it when that cannot be recorded."""
+    from ssebench.runs._errors import RunsError
+    from ssebench.spec import labels
+    from ssebench.spec.touched import mark_touched
+
+    folder = run.labels.get(labels.RESULTS)
+    if not folder:
+        raise RunsError(f"run {run.run_id} names no run directory to record that it was touched")
+    try:
+        mark_touched(Path(folder))
+    except OSError as exc:
+        raise RunsError(
+            f"cannot record in {folder} that run {run.run_id} was touched: {exc.strerror or exc}"
+        ) from exc
+
+
+@app.command(
+    "reap", epilog="Exit status: 0 done; 1 an error, or a run not removed; 2 a usage error."
+)
+def reap_command(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be reaped; change nothing.")
+    ] = False,
+    include_kept: Annotated[
+        bool,
+        typer.Option(
+            "--include-kept", help="Also reap kept runs (--keep-container) of dead runners."
+        ),
+    ] = False,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            metavar="DIR",
+            help="Only runs recorded under this results folder. Default: every run.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    backend: BackendOption = DEFAULT_BACKEND,
+) -> None:
+    """Remove the runs whose runner died, and record each one it left without a summary.
+
+    A run's runner is dead when it was started on this machine and the process
+    that started it (its PID and start time, on this boot) is gone. Runs of live
+    runners, of other machines, and kept runs (unless --include-kept) are never
+    touched. A reaped run directory without summary.json is recorded as
+    infra_error with the reason. --json prints a list of {"run_id", "name",
+    "state", "runner_pid", "run_dir", "action", "recorded", "detail"}.
+    """
+    from ssebench.runs._select import open_backend
+    from ssebench.spec.reaper import ReapOptions, gateway_settle, reap
+
+    with reported():
+        chosen = open_backend(backend)
+        options = ReapOptions(dry_run=dry_run, include_kept=include_kept, under=directory)
+        reaped = reap(chosen, options, settle=gateway_settle(chosen))
+        if json_output:
+            write_json(reaped)
+        else:
+            for run in reaped:
+                recorded = "; recorded as infra_error" if run.recorded else ""
+                detail = f": {run.detail}" if run.detail else ""
+                say(
+                    f"{run.action} run {run.run_id} ({run.name}, {run.state}; "
+                    f"runner pid {run.runner_pid} is gone){recorded}{detail}"
+                )
+            if not reaped:
+                say(f"nothing to reap on the {chosen.name} backend")
+        failed = [run.run_id for run in reaped if run.action == "failed"]
+        if failed:
+            fail(f"could not reap {len(failed)} run(s): {', '.join(failed)}")
 
 
 @app.command("results", epilog="Exit status: 0 done; 1 an error; 2 a usage error.")

@@ -1,4 +1,4 @@
-"""The public API an SSEBench extension (a backend, a command) builds on.
+"""The public API an SSEBench extension (a backend, a command, a tool layer) builds on.
 
 from ssebench.extensions import Backend, RunSpec
 """
@@ -6,9 +6,12 @@ from ssebench.extensions import Backend, RunSpec
 from ssebench.spec import (
     Backend,
     BackendError,
+    ContainerRole,
     ImageRequest,
     Images,
     ImageUnavailableError,
+    ModelGateway,
+    ModelsFile,
     Mount,
     NetworkPolicy,
     PlatformNotFoundError,
@@ -16,12 +19,14 @@ from ssebench.spec import (
     PlatformTimeoutError,
     PlatformUnavailableError,
     ProxyEndpoint,
+    Resources,
     RunHandle,
     RunInfo,
     RunSpec,
     RunTimeoutError,
     SidecarPair,
     SSEBenchError,
+    ToolLayer,
     UserError,
     prebuilt_images,
 )
@@ -29,9 +34,12 @@ from ssebench.spec import (
 __all__ = [
     "Backend",
     "BackendError",
+    "ContainerRole",
     "ImageRequest",
     "ImageUnavailableError",
     "Images",
+    "ModelGateway",
+    "ModelsFile",
     "Mount",
     "NetworkPolicy",
     "PlatformNotFoundError",
@@ -39,12 +47,14 @@ __all__ = [
     "PlatformTimeoutError",
     "PlatformUnavailableError",
     "ProxyEndpoint",
+    "Resources",
     "RunHandle",
     "RunInfo",
     "RunSpec",
     "RunTimeoutError",
     "SSEBenchError",
     "SidecarPair",
+    "ToolLayer",
     "UserError",
     "prebuilt_images",
 ]

@@ -9,10 +9,11 @@ from typing import ClassVar, Generic, TypeVar
 
 import msgspec
 
-from ssebench.spec import labels
+from ssebench.spec import contract, labels
 from ssebench.spec._errors import BackendError
 from ssebench.spec._images import ImageRequest, Images
-from ssebench.spec._run import ProxyEndpoint, RunHandle, RunInfo, RunSpec
+from ssebench.spec._models import ModelGateway, ModelsFile
+from ssebench.spec._run import ContainerRole, ProxyEndpoint, RunHandle, RunInfo, RunSpec
 
 HandleT = TypeVar("HandleT", bound=RunHandle)
 
@@ -35,6 +36,12 @@ class Backend(abc.ABC, Generic[HandleT]):
 
     supports_exec: ClassVar[bool] = False
     """Whether `exec_argv` is implemented."""
+
+    gateway_keys_from_host: ClassVar[bool] = True
+    """Whether `gateway` reads the provider keys from this process's environment, so a
+    run with a model is refused up front when its key's variable is unset. False where
+    the keys live with a gateway deployed apart, which refuses a model it does not
+    serve when the run's key is made (`ModelGateway.open_key`)."""
 
     @abc.abstractmethod
     def prepare_images(self, request: ImageRequest) -> Images:
@@ -105,7 +112,7 @@ class Backend(abc.ABC, Generic[HandleT]):
         """
 
     @abc.abstractmethod
-    def stop(self, handle: HandleT, grace: float = 20) -> None:
+    def stop(self, handle: HandleT, grace: float = contract.STOP_GRACE) -> None:
         """Ask the run's containers to stop; kill them after `grace` seconds.
 
         Safe to call at any time: before the container has started, after it
@@ -154,9 +161,11 @@ class Backend(abc.ABC, Generic[HandleT]):
             raise BackendError(f"{len(runs)} runs have the ID {run_id!r}")
         return runs[0] if runs else None
 
-    def endpoint(self, handle: HandleT, port: int) -> str:
+    def endpoint(self, handle: HandleT, port: int, container: ContainerRole = "task") -> str:
         """`http://host:port` at which this machine reaches `port` of the run's container.
 
+        `container` chooses the container of a sidecar run: the task container (the
+        default) or the agent's; a sandbox run's one container is both.
         The URL stays valid after this call returns and after the calling
         process exits; it carries no credentials.
 
@@ -175,9 +184,12 @@ class Backend(abc.ABC, Generic[HandleT]):
         tty: bool = False,
         stdin: bool = False,
         env_names: Sequence[str] = (),
+        container: ContainerRole = "task",
     ) -> list[str]:
         """The argument vector of a local command that runs `command` in the run's container.
 
+        `container` chooses the container of a sidecar run: the task container (the
+        default) or the agent's; a sandbox run's one container is both.
         `command` reaches the container as separate arguments, never parsed by
         a shell. Each of `env_names` reaches the container's process with the
         value it has in the caller's environment; the vector never carries a
@@ -188,6 +200,35 @@ class Backend(abc.ABC, Generic[HandleT]):
         """
         raise BackendError(f"the {self.name} backend cannot run commands in a run")
 
+    def probe_image(
+        self, image: str, argv: Sequence[str], env: dict[str, str], timeout: float = 600
+    ) -> bytes:
+        """Run `argv` in a throwaway container of `image` as `model` and return its stdout.
+
+        The image's ENTRYPOINT is bypassed (the image is seen as built), the
+        container runs as uid/gid `contract.MODEL_UID` with no network, no
+        capability and no new privileges, and is removed afterwards, also on
+        error. `ssebench dataset scan` looks for a task's hidden material this way.
+
+        Raises:
+            ImageUnavailableError: there is no such image.
+            BackendError: the backend cannot do this, the engine failed, or the
+                command did not finish within `timeout` seconds.
+        """
+        raise BackendError(f"the {self.name} backend cannot look inside images")
+
     def proxy(self) -> ProxyEndpoint | None:
         """The backend's own model proxy, or None for the local one the runner starts."""
         return None
+
+    def gateway(self, models: ModelsFile) -> ModelGateway:
+        """The model gateway runs of this backend reach, started if needed, serving `models`.
+
+        A run whose `RunSpec.network.model_proxy` is set reaches it at
+        `ModelGateway.base_url`. Provider keys are read from the host variables
+        `models` names and never leave the gateway.
+
+        Raises:
+            BackendError: the backend has no gateway, or it cannot be started.
+        """
+        raise BackendError(f"the {self.name} backend has no model gateway")

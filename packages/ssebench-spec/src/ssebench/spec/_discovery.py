@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from ssebench.spec import settings
 from ssebench.spec._backend import Backend
 from ssebench.spec._errors import UnknownBackendError
 
@@ -16,10 +17,10 @@ BACKENDS_GROUP: Final = "ssebench.backends"
 COMMANDS_GROUP: Final = "ssebench.commands"
 """Entry-point group naming `typer.Typer` apps mounted under `ssebench`."""
 
-BACKEND_ENV: Final = "SSEBENCH_BACKEND"
+BACKEND_ENV: Final = settings.BACKEND.name
 """Environment variable selecting the backend."""
 
-DEFAULT_BACKEND: Final = "docker"
+DEFAULT_BACKEND: Final = settings.BACKEND.default
 """The backend used when none is named."""
 
 

@@ -4,7 +4,8 @@
     ├── UserError                 bad input or set-up the user can fix
     │   ├── TaskConfigError       a task's config.yaml (or agent.yaml, dataset.yaml) is invalid
     │   ├── ImageUnavailableError an image cannot be built, pulled or found
-    │   └── UnknownBackendError   no usable backend under that name
+    │   ├── UnknownBackendError   no usable backend under that name
+    │   └── UnknownToolLayerError no usable tool layer under that name
     ├── BackendError              a run cannot be started, watched or reached
     │   ├── RunTimeoutError       waiting for a run took longer than allowed (also TimeoutError)
     │   ├── PlatformTimeoutError  the platform did not answer in time (also TimeoutError)
@@ -39,6 +40,10 @@ class ImageUnavailableError(UserError):
 
 class UnknownBackendError(UserError):
     """No usable backend is installed under the requested name."""
+
+
+class UnknownToolLayerError(UserError):
+    """No usable tool layer is installed under the requested name."""
 
 
 class BackendError(SSEBenchError):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from ssebench.spec import settings
 from ssebench.spec._codec import load_yaml_file
 from ssebench.spec._errors import TaskConfigError, UserError
 from ssebench.spec._task import (
@@ -19,11 +20,12 @@ from ssebench.spec._task import (
     load_task_config,
     validate_task_id,
 )
+from ssebench.spec._task_check import TaskCheck, task_problems
 
-HOME_ENV: Final = "SSEBENCH_HOME"
+HOME_ENV: Final = settings.HOME.name
 """Environment variable that names the home explicitly."""
 
-AGENT_PATH_ENV: Final = "SSEBENCH_AGENT_PATH"
+AGENT_PATH_ENV: Final = settings.AGENT_PATH.name
 """Extra folders holding agents, separated like PATH."""
 
 DEFAULT_DATASET: Final = "demo"
@@ -87,6 +89,7 @@ def _load_agent(folder: Path) -> Agent:
         version=config.version,
         uses_model=config.uses_model,
         folder=str(folder),
+        packages=config.packages,
     )
 
 
@@ -155,12 +158,16 @@ def _dataset_meta(dataset: Path) -> tuple[str, str]:
 
 def _load_task(dataset: Path, task_id: str, name: str, version: str) -> Task:
     folder = dataset / task_id
+    config = load_task_config(folder / CONFIG_PATH)
+    # Results are filed under the folder's name while the agent is shown the config's
+    # `id`: the two must be one name, or a run would say two things about one task.
+    if config.id != task_id:
+        raise TaskConfigError(
+            f"{folder / CONFIG_PATH}: key 'id' is {config.id!r} but the task folder is "
+            f"{task_id!r}; they must be the same (rename the folder or change 'id')"
+        )
     return Task(
-        id=task_id,
-        folder=str(folder),
-        dataset=name,
-        dataset_version=version,
-        config=load_task_config(folder / CONFIG_PATH),
+        id=task_id, folder=str(folder), dataset=name, dataset_version=version, config=config
     )
 
 
@@ -174,6 +181,36 @@ def load_dataset(dataset: Path) -> list[Task]:
     """
     name, version = _dataset_meta(dataset)
     return [_load_task(dataset, task_id, name, version) for task_id in _task_ids(dataset)]
+
+
+def check_dataset(dataset: Path) -> list[TaskCheck]:
+    """Every task folder of a dataset, sorted, each loaded if it can be and with every problem
+    found before a build (`task_problems`): one broken task never hides the next.
+
+    Raises:
+        UserError: the folder or its dataset.yaml is missing.
+        TaskConfigError: the dataset.yaml is invalid.
+    """
+    name, version = _dataset_meta(dataset)
+    seen: dict[str, str] = {}
+    found = []
+    for folder in _task_folders(dataset):
+        task: Task | None = None
+        try:
+            validate_task_id(folder.name)
+            if folder.name.lower() in seen:
+                raise UserError(
+                    f"task IDs {seen[folder.name.lower()]!r} and {folder.name!r} differ only "
+                    "in case; image names are lower case, so they must be unique ignoring case"
+                )
+            seen[folder.name.lower()] = folder.name
+            task = _load_task(dataset, folder.name, name, version)
+        except UserError as exc:
+            problems = [str(exc)]
+        else:
+            problems = task_problems(task)
+        found.append(TaskCheck(id=folder.name, folder=str(folder), task=task, problems=problems))
+    return found
 
 
 def find_task(dataset: Path, task_id: str) -> Task:

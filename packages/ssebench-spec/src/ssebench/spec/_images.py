@@ -5,21 +5,24 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from ssebench.spec import settings
 from ssebench.spec._base import Message
 from ssebench.spec._errors import ImageUnavailableError
 from ssebench.spec._run import Mode
 from ssebench.spec._task import Agent, Task
+from ssebench.spec._tool_layers import ToolLayer
+from ssebench.spec.catalog import CaseSource
 
-REGISTRY_ENV: Final = "SSEBENCH_REGISTRY"
+REGISTRY_ENV: Final = settings.REGISTRY.name
 """Environment variable naming the prefix of every SSEBench image."""
 
-DEFAULT_REGISTRY: Final = "ssebench"
+DEFAULT_REGISTRY: Final = settings.REGISTRY.default
 """A local prefix: nothing is pulled unless a run asks for prebuilt images."""
 
-BASE_IMAGE_ENV: Final = "SSEBENCH_BASE_IMAGE"
+BASE_IMAGE_ENV: Final = settings.BASE_IMAGE.name
 """Environment variable naming the image every case image is built FROM."""
 
-DEFAULT_BASE_IMAGE: Final = "debian:bookworm-slim"
+DEFAULT_BASE_IMAGE: Final = settings.BASE_IMAGE.default
 """The base image; bootstrapped from Debian packages when missing, never pulled."""
 
 
@@ -57,6 +60,12 @@ class ImageRequest(Message, kw_only=True, frozen=True):
     agent: Agent
     prebuilt: bool = False
     platform: str | None = None
+    case: CaseSource | None = None
+    """For a task from a catalog: where its case image comes from (pull, or build from its
+    folder if that matches the catalog); None: build it from `task.folder` as it is."""
+    tool_layer: ToolLayer | None = None
+    """The tool layer of a sandbox run built here (`--tool-layer`); None is the built-in
+    `sandbox` layer. Never set in sidecar mode or with `prebuilt`."""
 
 
 class Images(Message, kw_only=True, frozen=True):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from ssebench.spec._base import Message
+from ssebench.spec._models import Usage
+from ssebench.spec._plugins import PluginConfig, PluginResult
+from ssebench.spec._resources import Resources
 from ssebench.spec._run import Egress, Mode
 from ssebench.spec.contract import DEFAULT_CHECK_TIMEOUT
 
@@ -24,7 +29,7 @@ Outcome = Literal[
     "passed",
     "failed",
 ]
-"""How a run ended, exactly one, decided in this order (DESIGN.md §5):
+"""How a run ended, exactly one, decided in this order (docs/results.md):
 
 - `stopped`: a signal or `runs stop` ended it;
 - `infra_error`: the harness or the engine failed; says nothing about the agent;
@@ -53,6 +58,16 @@ class RunConfig(Message, kw_only=True, frozen=True):
     check_timeout: int = DEFAULT_CHECK_TIMEOUT
     """Seconds each check (build, a PoC, tests) may take before the daemon stops it
     (`SSE_CHECK_TIMEOUT`); a check stopped there fails, it is never an `error`."""
+    budget: float | None = None
+    """US dollars the run's model key may spend (`--budget`); None without a model."""
+    resources: Resources | None = None
+    """The run's CPU, memory and process limits (None in records written before them)."""
+    tool_layer: str | None = None
+    """The tool layer an `ssebench run` in sandbox mode built (`--tool-layer`, default
+    `sandbox`); None where it was not chosen: sidecar and prebuilt runs (their images
+    bring their own), evaluations' runs, and records written before it."""
+    plugins: list[PluginConfig] = msgspec.field(default_factory=list)
+    """The plugins the run runs (`--plugin`, else those plugins.yaml enables), as declared."""
 
 
 class PatchResult(Message, kw_only=True, frozen=True):
@@ -90,6 +105,27 @@ class Result(Message, kw_only=True, frozen=True):
     config: RunConfig | None = None
 
 
+class Provenance(Message, kw_only=True, frozen=True):
+    """What a run was made of, so that a result can be traced and a rerun judged unchanged."""
+
+    ssebench: dict[str, str]
+    """Every installed SSEBench package and its version."""
+    agent_version: str
+    dataset: str
+    """The dataset's name (its folder name when `dataset.yaml` names none)."""
+    dataset_version: str
+    model: str
+    mode: Mode
+    difficulty: int
+    images: dict[str, str]
+    """The images the run was started from, by role (`agent`, and `environment` in
+    sidecar mode), as the backend's `prepare_images` named them."""
+    inputs: str
+    """A digest of everything the run was made from that is known before it starts
+    (the task's and the agent's folders, the run's settings, the versions above):
+    an evaluation reruns a run only when this changed."""
+
+
 class Summary(Message, kw_only=True, frozen=True):
     """`summary.json`: the run's record, written by the runner for every run."""
 
@@ -102,3 +138,17 @@ class Summary(Message, kw_only=True, frozen=True):
     spend: float | None = None
     outcome: Outcome | None = None
     """How the run ended (see `Outcome`); None only in summaries written before it existed."""
+    provenance: Provenance | None = None
+    """What the run was made of; None only in summaries written before it existed."""
+    usage: Usage | None = None
+    """The run's model calls and tokens, as the model gateway counted them; None without
+    a model. `spend` is their cost in US dollars."""
+    touched: bool = False
+    """A person ran commands in the run's container (the web terminal, `runs exec`) before
+    its grade was recorded: the grade may not be the agent's alone, so evaluations leave
+    the run out of pass rates by default."""
+    touched_at: str | None = None
+    """When a person first did so (ISO 8601 UTC); None when `touched` is False."""
+    plugin_results: list[PluginResult] = msgspec.field(default_factory=list)
+    """How each of `config.plugins` ended, in the order they ran; a plugin never changes
+    the grade or the outcome."""

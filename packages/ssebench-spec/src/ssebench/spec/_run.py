@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 import msgspec
+from typing_extensions import override
 
+from ssebench.spec import contract
 from ssebench.spec._base import Message
 from ssebench.spec._errors import UserError
+from ssebench.spec._resources import Resources
 
 Mode = Literal["sandbox", "sidecar"]
 Egress = Literal["restricted", "open"]
 RunState = Literal["created", "running", "exited", "unknown"]
+ContainerRole = Literal["task", "agent"]
+"""Which container of a run `endpoint` and `exec_argv` reach: the task container (the
+default; the daemon, the project) or the agent's. A sandbox run's one container is both."""
 
 
 class Mount(Message, kw_only=True, frozen=True):
@@ -31,13 +38,104 @@ class NetworkPolicy(Message, kw_only=True, frozen=True):
     """Where the run may connect: the model proxy only, or also the internet."""
 
     egress: Egress = "restricted"
+    model_proxy: bool = False
+    """Whether the run reaches the backend's model gateway (`Backend.gateway`): with
+    `restricted`, at its address and port and nothing else."""
+
+
+SIDECAR_SHARED_ENV: Final = (
+    contract.ENV_DIFFICULTY,
+    contract.ENV_RESULTS,
+    contract.ENV_ARCHIVE,
+    contract.ENV_DAEMON_SOCKET,
+)
+"""What both containers of a pair get: the same difficulty, results, archive and socket."""
+
+SIDECAR_ENVIRONMENT_ENV: Final = (
+    *SIDECAR_SHARED_ENV,
+    contract.ENV_CHECK_TIMEOUT,
+    contract.ENV_PIDS_LIMIT,
+)
+"""What the environment (task) container gets: the daemon's settings and the process
+limit its supervisor holds, never a secret."""
+
+SOURCE_VOLUME: Final = "source"
+"""The suffix of the volume holding the project's source tree (owned by `model`)."""
+
+SOCKETS_VOLUME: Final = "sockets"
+"""The suffix of the volume holding the daemon's sockets (`/run/ssebench`, root's)."""
 
 
 class SidecarPair(Message, kw_only=True, frozen=True):
     """Sidecar mode: the task container and what it shares with the agent's.
 
-    Its fields and helpers arrive with sidecar mode.
+    `RunSpec.image` is the agent container, which the run waits for; this is
+    the other one, the environment (task) container with the daemon, which
+    starts first and keeps running until the agent container exits.
+
+    `volumes` are the two run-scoped volumes both containers mount (the source
+    tree at `source_dir`, the sockets at `/run/ssebench`); the backend creates
+    them before the containers start and removes them with the run. `env` is
+    what the environment container gets (`SIDECAR_ENVIRONMENT_ENV`, never a
+    secret). `run_id` names the pair: both containers and both volumes carry it
+    as the `ssebench.run` label.
     """
+
+    run_id: str
+    environment_image: str
+    source_dir: str
+    volumes: list[Mount]
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.source_dir.startswith("/"):
+            raise UserError(f"the source directory {self.source_dir!r} must be an absolute path")
+        if len(self.volumes) != 2 or any(mount.kind != "volume" for mount in self.volumes):
+            raise UserError("a SidecarPair has exactly two volumes: the source tree and sockets")
+        secret = sorted(set(self.env) & contract.SECRET_ENV)
+        if secret:
+            raise UserError(f"the environment container never gets a secret: {', '.join(secret)}")
+
+    @classmethod
+    def create(
+        cls, *, run_id: str, environment_image: str, source_dir: str, env: Mapping[str, str]
+    ) -> SidecarPair:
+        """The pair of a run: its volumes named after `run_id`, its environment taken
+        from the run's `env` (`SIDECAR_ENVIRONMENT_ENV` only, with the sidecar socket)."""
+        chosen = {name: env[name] for name in SIDECAR_ENVIRONMENT_ENV if name in env}
+        chosen[contract.ENV_DAEMON_SOCKET] = contract.SIDECAR_DAEMON_SOCKET
+        return cls(
+            run_id=run_id,
+            environment_image=environment_image,
+            source_dir=source_dir,
+            volumes=[
+                Mount(
+                    target=source_dir, source=f"ssebench-{run_id}-{SOURCE_VOLUME}", kind="volume"
+                ),
+                Mount(
+                    target=contract.SOCKET_DIR,
+                    source=f"ssebench-{run_id}-{SOCKETS_VOLUME}",
+                    kind="volume",
+                ),
+            ],
+            env=chosen,
+        )
+
+    def shared_env(self) -> dict[str, str]:
+        """What both containers get."""
+        return {name: self.env[name] for name in SIDECAR_SHARED_ENV if name in self.env}
+
+    def environment_env(self) -> dict[str, str]:
+        """What the environment container gets: the shared variables and the daemon's own."""
+        return dict(self.env)
+
+    def shared_mounts(self, results: Mount, archive: Mount) -> list[Mount]:
+        """The four mounts both containers have: results, archive, source tree, sockets.
+
+        The agent container never mounts the task's own files; artifacts (the
+        reference patch) go to the agent container alone.
+        """
+        return [results, archive, *self.volumes]
 
 
 class RunSpec(Message, kw_only=True, frozen=True):
@@ -58,9 +156,11 @@ class RunSpec(Message, kw_only=True, frozen=True):
     network: NetworkPolicy = msgspec.field(default_factory=NetworkPolicy)
     platform: str | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout: int = 3600
+    timeout: int = contract.DEFAULT_AGENT_TIMEOUT
     keep: bool = False
     sidecar: SidecarPair | None = None
+    resources: Resources | None = None
+    """CPU, memory and process limits of the run's containers; None: the platform's own."""
 
     def __post_init__(self) -> None:
         if self.mode == "sidecar" and self.sidecar is None:
@@ -68,12 +168,14 @@ class RunSpec(Message, kw_only=True, frozen=True):
         if self.mode == "sandbox" and self.sidecar is not None:
             raise UserError("a sandbox run takes no SidecarPair; use mode='sidecar'")
 
+    @override
     def __repr__(self) -> str:
         shown = ", ".join(
             f"{name}={getattr(self, name)!r}" for name in self.__struct_fields__ if name != "env"
         )
         return f"RunSpec({shown}, env=<{len(self.env)} variables: {', '.join(sorted(self.env))}>)"
 
+    @override
     def __rich_repr__(self) -> Any:
         for name in self.__struct_fields__:
             yield (name, sorted(self.env) if name == "env" else getattr(self, name))
@@ -98,9 +200,11 @@ class RunRecord(Message, kw_only=True, frozen=True):
     network: NetworkPolicy = msgspec.field(default_factory=NetworkPolicy)
     platform: str | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout: int = 3600
+    timeout: int = contract.DEFAULT_AGENT_TIMEOUT
     keep: bool = False
     sidecar: SidecarPair | None = None
+    resources: Resources | None = None
+    """CPU, memory and process limits of the run's containers; None: the platform's own."""
 
 
 class RunHandle(Message, kw_only=True, frozen=True):

@@ -11,6 +11,7 @@ import msgspec
 from ssebench.spec._base import Message, UserInput
 from ssebench.spec._codec import load_yaml_file
 from ssebench.spec._errors import TaskConfigError, UserError
+from ssebench.spec._resources import TaskResources
 
 Check = Literal["build", "poc", "function_test", "intent_test"]
 
@@ -86,6 +87,8 @@ class TaskConfig(UserInput, kw_only=True, frozen=True):
     patch_commit: str | None = None
     reference: list[str] = msgspec.field(default_factory=list)
     originality: str | int | float | bool | None = None
+    resources: TaskResources | None = None
+    """What the task needs beyond the default limits (`cpus`, `memory`, `pids`)."""
 
     def checks(self) -> tuple[Check, ...]:
         """The checks this task has, in grading order."""
@@ -136,6 +139,41 @@ class Task(Message, kw_only=True, frozen=True):
     config: TaskConfig
 
 
+PYPI_PIN: Final = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+"
+)
+"""A pinned PyPI requirement: `name==version` (extras allowed, nothing else)."""
+
+NPM_PIN: Final = re.compile(r"(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*@[0-9][A-Za-z0-9.+_-]*")
+"""A pinned npm package: `name@version` or `@scope/name@version`, an exact version."""
+
+
+class AgentPackages(UserInput, kw_only=True, frozen=True):
+    """What an agent installs from package registries, prepared on the host.
+
+    The builder downloads these (pinned, so builds repeat) into the agent's build
+    context; the agent's Dockerfile installs them from there, never from a registry,
+    since the build has no registry access.
+    """
+
+    pypi: list[str] = msgspec.field(default_factory=list)
+    """PyPI requirements, each `name==version`."""
+    npm: list[str] = msgspec.field(default_factory=list)
+    """npm packages, each `name@version` or `@scope/name@version`."""
+
+    def __post_init__(self) -> None:
+        for kind, pins, pattern, form in (
+            ("pypi", self.pypi, PYPI_PIN, "name==version"),
+            ("npm", self.npm, NPM_PIN, "name@version"),
+        ):
+            for pin in pins:
+                if pattern.fullmatch(pin) is None:
+                    # ValueError: msgspec turns it into a ValidationError that names the file.
+                    raise ValueError(
+                        f"{kind}: {pin!r} is not pinned: write {form} with an exact version"
+                    )
+
+
 class AgentConfig(UserInput, kw_only=True, frozen=True):
     """An agent's `agent.yaml`."""
 
@@ -143,6 +181,8 @@ class AgentConfig(UserInput, kw_only=True, frozen=True):
     version: str
     uses_model: bool
     description: str | None = None
+    packages: AgentPackages = msgspec.field(default_factory=AgentPackages)
+    """Registry packages the builder prepares on the host for the agent's image."""
 
 
 class Agent(Message, kw_only=True, frozen=True):
@@ -152,3 +192,5 @@ class Agent(Message, kw_only=True, frozen=True):
     version: str
     uses_model: bool
     folder: str
+    packages: AgentPackages = msgspec.field(default_factory=AgentPackages)
+    """Registry packages the builder prepares on the host for the agent's image."""

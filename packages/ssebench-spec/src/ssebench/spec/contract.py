@@ -63,8 +63,60 @@ SIDECAR_DAEMON_SOCKET: Final = "/run/ssebench/sse.sock"
 REFERENCE_PATCH: Final = "/reference/patch.diff"
 """Read-only artifact mounted for the reference agent only."""
 
+PLUGINS_DIR: Final = "/opt/ssebench-plugins"
+"""Read-only mount of the run's chosen plugin folders (sandbox mode, only when the run has
+plugins): `<name>/run.sh` each, and `PLUGINS_PLAN` listing them. Holds no hidden material."""
+
+PLUGINS_PLAN: Final = "plan.json"
+"""The runner's list of the run's plugins (name, hook, llm, timeout) in `PLUGINS_DIR`."""
+
+PLUGIN_SCRIPT: Final = "run.sh"
+"""The executable every plugin folder holds."""
+
+PLUGINS_RESULTS: Final = "plugins"
+"""Every plugin's log (`plugins/<name>.log`) and root-hook plugins' folders
+(`plugins/<name>/`) in the results directory; model-hook plugins' folders are
+`plugins/<name>/` in the archive, which `model` owns."""
+
+PLUGIN_RESULTS_FILE: Final = "plugins.json"
+"""The entrypoint's record of every plugin's outcome, in the results directory."""
+
 GRADED_MARKER: Final = ".graded"
-"""Written in the results directory once result.json is complete."""
+"""Written in the results directory once RESULT_FILE is complete."""
+
+# Run directory -----------------------------------------------------------------
+# The files a run leaves in its results directory (in the container: RESULTS_DIR;
+# on the host: <HOST_RESULTS_ROOT>/<task>/<model>/<agent>/<run-id>/), named here
+# because the daemon, the evaluator, the runner and `ssebench runs` all use them.
+
+HOST_RESULTS_ROOT: Final = "results"
+"""Where the runner puts run directories on the host, relative to the current directory."""
+
+RESULT_FILE: Final = "result.json"
+"""The grade, written by the evaluator; the runner adds the run's settings to it."""
+
+SUMMARY_FILE: Final = "summary.json"
+"""The run's record, written by the runner for every run."""
+
+RUN_FILE: Final = "run.json"
+"""The RunSpec with the environment's names and none of its values (runner)."""
+
+RUN_ARCHIVE: Final = "archive"
+"""The run directory's folder holding what the agent wrote (mounted at ARCHIVE_DIR)."""
+
+DIALOG_FILE: Final = "dialog.jsonl"
+"""The agent's dialog, one JSON value a line, in the archive."""
+
+TOUCHED_FILE: Final = "touched"
+"""Created in the host run directory (holding when, ISO 8601 UTC) the first time a person
+runs commands in the run's container (web terminal, `runs exec`); the runner reads it into
+`summary.json` `touched`. The container cannot write it: the directory is root-only there."""
+
+ENTRYPOINT_LOG: Final = "entrypoint.log"
+"""The entrypoint's own log, in the results directory."""
+
+EVALUATOR_LOG: Final = "evaluator.log"
+"""The evaluator's output, in the results directory."""
 
 # Ports -------------------------------------------------------------------------
 
@@ -109,6 +161,11 @@ ENV_DAEMON_SOCKET: Final = "SSE_DAEMON_SOCKET"
 ENV_CHECK_TIMEOUT: Final = "SSE_CHECK_TIMEOUT"
 """Seconds one check may take before it is stopped."""
 
+ENV_PIDS_LIMIT: Final = "SSE_PIDS_LIMIT"
+"""The run's process limit (`--pids-limit`): the processes and threads each of its
+containers may hold; the container's root process holds it where the kernel does not
+(`ssebench.daemon._pids`)."""
+
 SECRET_ENV: Final = frozenset({ENV_API_KEY})
 """Environment names whose values are secrets."""
 
@@ -125,6 +182,9 @@ DEFAULT_CHECK_TIMEOUT: Final = 1800
 
 STOP_GRACE: Final = 20
 """Seconds between SIGTERM and SIGKILL when a run is stopped."""
+
+DEFAULT_AGENT_TIMEOUT: Final = 3600
+"""The agent's time limit in seconds when none is given (`--timeout`, ENV_TIMEOUT)."""
 
 MAX_BODY_BYTES: Final = 1024 * 1024
 """Largest request body the daemon accepts."""

@@ -1,6 +1,6 @@
 """Text from a run made safe for a terminal: control characters stripped, length capped.
 
-Integrity rule (DESIGN.md §4, "What reaches the host is tamed"): output the
+Integrity rule (docs/integrity.md, "What reaches the host is tamed"): output the
 agent could influence reaches the user's terminal without control characters
 — no escape sequences (CSI, OSC, DCS, ...), no other C0 or C1 character but
 newline and tab (carriage returns, backspaces and bells are gone too) — and

@@ -1,6 +1,6 @@
 """An agent's Dockerfile, checked before anything is built.
 
-Integrity rule enforced (DESIGN.md §4): an agent's Dockerfile names no image but
+Integrity rule enforced (docs/integrity.md): an agent's Dockerfile names no image but
 its given base. The classic builder resolves any local image that a `FROM` or a
 `COPY --from` names, a task's case image (hidden material and all) included, so
 an agent's Dockerfile must be:

@@ -1,6 +1,6 @@
 """The agent layer: an agent's Dockerfile built where no hidden material is, then sealed.
 
-Integrity rule enforced (DESIGN.md §4): an agent's Dockerfile never runs where
+Integrity rule enforced (docs/integrity.md): an agent's Dockerfile never runs where
 hidden material is, and names no image but its given base. An agent's Dockerfile
 runs as root, and the classic builder lets it name any local image; so it is
 checked before anything is built (`_agent_dockerfile.py`: one `FROM ${TOOL_IMAGE}`,
@@ -59,7 +59,19 @@ from typing import Any, Final
 
 import docker
 from ssebench.backends.docker._agent_dockerfile import check_agent_dockerfile
-from ssebench.backends.docker._build import BuiltImage, Progress, build_layer, inputs_digest
+from ssebench.backends.docker._agent_packages import (
+    agent_context,
+    packages_inputs,
+    prepare_packages,
+)
+from ssebench.backends.docker._build import (
+    DAEMON_LABEL,
+    BuildLine,
+    BuiltImage,
+    Progress,
+    build_layer,
+    inputs_digest,
+)
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._layers import TOOL_FOLDER, local_image_id, tool_image_name
 from ssebench.spec import Agent, ImageUnavailableError, Task, labels, registry, runtime_version
@@ -147,7 +159,12 @@ def check_agent_stage(
 
 
 def build_tool_base(
-    client: docker.DockerClient, task: Task, home: Path, tool_id: str, progress: Progress
+    client: docker.DockerClient,
+    task: Task,
+    home: Path,
+    tool_id: str,
+    progress: Progress,
+    platform: str | None = None,
 ) -> BuiltImage:
     """Build the open tool layer: the tool layer `tool_id` without its hidden material."""
     return build_layer(
@@ -159,11 +176,18 @@ def build_tool_base(
         buildargs={"TOOL_IMAGE": tool_id},
         inputs=inputs_digest([tool_id], home / TOOL_FOLDER),
         progress=progress,
+        platform=platform,
     )
 
 
 def build_agent(
-    client: docker.DockerClient, agent: Agent, task: Task, home: Path, progress: Progress
+    client: docker.DockerClient,
+    agent: Agent,
+    task: Task,
+    home: Path,
+    progress: Progress,
+    platform: str | None = None,
+    tool_id: str | None = None,
 ) -> BuiltImage:
     """Build the agent layer on the task's tool layer (which must exist), as the module says.
 
@@ -173,9 +197,15 @@ def build_agent(
         task: the task.
         home: the SSEBench home (images/tool/).
         progress: receives each line of every build's log.
+        platform: the `linux/<arch>` to build for; None for the engine's own.
+        tool_id: the tool layer's image ID, as its build returned it; None to look up
+            `tool_image_name(task)`, which another dataset's task of the same ID (or a
+            concurrent build) may have retagged meanwhile.
 
     Returns:
-        The agent layer, `agent_image_name(agent, task)`.
+        The agent layer, `agent_image_name(agent, task)`, labelled with the daemon
+        version it carries (`DAEMON_LABEL`) and its inputs digest; its `image_id` is
+        what a run starts.
 
     Raises:
         ImageUnavailableError: the agent's Dockerfile breaks the rule (nothing is built),
@@ -184,17 +214,22 @@ def build_agent(
         BackendError: the engine cannot be reached.
     """
     check_agent_dockerfile(agent)
-    tool = tool_image_name(task)
-    tool_id = local_image_id(client, tool, "build it first (`ssebench images build-tool`)")
-    base = build_tool_base(client, task, home, tool_id, progress)
+    if tool_id is None:
+        tool = tool_image_name(task)
+        tool_id = local_image_id(client, tool, "build it first (`ssebench images build-tool`)")
+    base = build_tool_base(client, task, home, tool_id, progress, platform)
+    prepared = prepare_packages(
+        agent, lambda text: progress(BuildLine(f"agent {agent.name}", text))
+    )
     stage = build_layer(
         client,
         layer=f"agent {agent.name}",
         tag=agent_stage_image_name(agent, task),
-        context=Path(agent.folder),
+        context=agent_context(agent, prepared),
         buildargs={"TOOL_IMAGE": base.image_id},
-        inputs=inputs_digest([base.image_id], Path(agent.folder)),
+        inputs=inputs_digest([base.image_id, *packages_inputs(prepared)], Path(agent.folder)),
         progress=progress,
+        platform=platform,
     )
     check_agent_stage(client, agent, stage.image_id, tool_id)
     return build_layer(
@@ -204,6 +239,9 @@ def build_agent(
         context=home / TOOL_FOLDER,
         dockerfile=SEAL_DOCKERFILE,
         buildargs={"TOOL_IMAGE": tool_id, "AGENT_STAGE": stage.image_id},
+        # The published image carries the runtime: its version says which one.
+        labels={DAEMON_LABEL: runtime_version()},
         inputs=inputs_digest([tool_id, stage.image_id], home / TOOL_FOLDER),
         progress=progress,
+        platform=platform,
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import logging
 import secrets
 import shutil
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -17,15 +18,17 @@ from typing_extensions import override
 import docker
 import docker.models.networks
 import docker.types
-from ssebench.backends.docker._atomic import write_atomically
 from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
 from ssebench.backends.docker._engine import docker_client
 from ssebench.backends.docker._errors import CopyFromImageError, engine_errors
+from ssebench.backends.docker._gateway import DockerGateway
 from ssebench.backends.docker._handle import DockerRunHandle
 from ssebench.backends.docker._image_files import ImageFileCache
+from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL, create_volumes, remove_pair
 from ssebench.backends.docker._runs import (
     KEEP_LABEL,
     NETWORK_LABEL,
+    is_partner,
     label_filters,
     run_info,
 )
@@ -33,21 +36,29 @@ from ssebench.backends.docker._streams import join_relay, split_lines, start_rel
 from ssebench.spec import (
     Backend,
     BackendError,
+    ContainerRole,
     Egress,
     ImageRequest,
     Images,
+    ModelsFile,
     Mount,
     PlatformNotFoundError,
     PlatformRefusedError,
     PlatformTimeoutError,
+    Resources,
     RunInfo,
     RunSpec,
     RunTimeoutError,
+    SidecarPair,
+    Task,
     contract,
     labels,
 )
+from ssebench.spec.atomic import write_atomically
 
 _POLL_SECONDS: Final = 0.2
+
+log = logging.getLogger(__name__)
 
 
 NO_NETWORK: Final = "none"
@@ -57,7 +68,7 @@ LOG_CONFIG: Final = {"max-size": "32m", "max-file": "4"}
 """The engine's log of a run (json-file, which `runs logs` reads back, rotated files
 included) is kept to 4 files of 32 MiB: a second bound, after the entrypoint's cap
 (`contract.AGENT_OUTPUT_LIMIT`), on what the agent's output costs the host's disk
-(DESIGN.md §4, "What reaches the host is tamed": output capped)."""
+(docs/integrity.md, "What reaches the host is tamed": output capped)."""
 
 
 def _create_network(
@@ -74,17 +85,77 @@ def _create_network(
         )
 
 
-def _mounts(spec: RunSpec) -> list[docker.types.Mount]:
-    def one(mount: Mount) -> docker.types.Mount:
-        return docker.types.Mount(
-            target=mount.target, source=mount.source, type=mount.kind, read_only=mount.read_only
-        )
+def _mount(mount: Mount) -> docker.types.Mount:
+    return docker.types.Mount(
+        target=mount.target, source=mount.source, type=mount.kind, read_only=mount.read_only
+    )
 
-    return [one(spec.results), one(spec.archive), *(one(artifact) for artifact in spec.artifacts)]
+
+def _mounts(spec: RunSpec) -> list[docker.types.Mount]:
+    return [_mount(spec.results), _mount(spec.archive), *map(_mount, spec.artifacts)]
+
+
+def _host_config(
+    client: docker.DockerClient,
+    mounts: list[docker.types.Mount],
+    network_mode: str,
+    limits: Resources | None,
+) -> dict[str, object]:
+    """A run's container: its mounts and network, no new privileges, its limits, its log
+    bounded. A sidecar run's two containers each get the run's limits."""
+    config: dict[str, object] = client.api.create_host_config(
+        mounts=mounts,
+        network_mode=network_mode,
+        security_opt=["no-new-privileges"],
+        # The run's limits (None: the engine's own, no limit). Swap is the memory limit
+        # itself: no swap beyond it, so a hog meets the limit at once instead of
+        # thrashing the host's disk.
+        nano_cpus=round(limits.cpus * 1e9) if limits else None,
+        mem_limit=limits.memory if limits else None,
+        memswap_limit=limits.memory if limits else None,
+        pids_limit=limits.pids if limits else None,
+        log_config=docker.types.LogConfig(
+            type=docker.types.LogConfig.types.JSON, config=dict(LOG_CONFIG)
+        ),
+    )
+    return config
+
+
+def _networked(spec: RunSpec) -> bool:
+    """Whether the run gets a network of its own.
+
+    A restricted run starts with no network at all: with only a loopback interface
+    it reaches nothing, and it costs no bridge, no firewall rules and no DNS set-up.
+    Its own network is made when something must reach it (`endpoint`), under the
+    label it would have, so cleanup finds it. A run that may use a model starts on
+    its own network (internal and guarded when restricted) with the model gateway
+    on it, and nothing else (see _gateway.py).
+    """
+    return spec.network.egress != "restricted" or spec.network.model_proxy
+
+
+def _run_network(
+    client: docker.DockerClient, spec: RunSpec, network_name: str
+) -> docker.models.networks.Network | None:
+    """Make the run's network if it gets one (`_networked`), with the gateway on it."""
+    if not _networked(spec):
+        return None
+    if spec.network.egress == "restricted":
+        ensure_host_guard()
+    network = _create_network(client, network_name, spec.run_id, spec.network.egress)
+    if spec.network.model_proxy:
+        gateway = DockerGateway(client)
+        # The run finds it by its alias on the run's network (the engine's DNS), which
+        # follows it should it be restarted. The run's key works from the run's own
+        # network only.
+        _, subnet = gateway.connect(network_name)
+        gateway.store.bind(spec.run_id, subnet)
+    return network
 
 
 class DockerBackend(Backend[DockerRunHandle]):
-    """Runs each run as one container on its own network of the local Docker engine."""
+    """Runs each run as one container on its own network of the local Docker engine;
+    a sidecar run as a pair of containers with two volumes (`_pair.py`)."""
 
     name: ClassVar[str] = "docker"
     builds_images: ClassVar[bool] = True
@@ -107,6 +178,32 @@ class DockerBackend(Backend[DockerRunHandle]):
         from ssebench.backends.docker._prepare import prepare_run_images
 
         return prepare_run_images(self._client(), request)
+
+    def publish_cases(
+        self, tasks: Sequence[Task], *, force: bool, say: Callable[[str], None]
+    ) -> dict[str, str]:
+        """Build and push each task's case image (`CasePublisher`, `ssebench dataset publish`).
+
+        Raises:
+            UserError: as `_catalog.publish_cases`.
+            BackendError: the engine cannot be reached.
+        """
+        from ssebench.backends.docker._catalog import publish_cases
+        from ssebench.backends.docker._prepare import StepPrinter
+
+        printer = StepPrinter()
+        try:
+            return publish_cases(self._client(), tasks, force=force, progress=printer, say=say)
+        finally:
+            printer.flush()
+
+    @override
+    def probe_image(
+        self, image: str, argv: Sequence[str], env: dict[str, str], timeout: float = 600
+    ) -> bytes:
+        from ssebench.backends.docker._probe import probe_image
+
+        return probe_image(self._client(), image, argv, env, timeout)
 
     @override
     def copy_from_image(
@@ -157,26 +254,21 @@ class DockerBackend(Backend[DockerRunHandle]):
 
     @override
     def start(self, spec: RunSpec) -> DockerRunHandle:
-        if spec.mode != "sandbox":
-            raise BackendError("the docker backend runs sandbox mode only for now")
+        if spec.sidecar is not None:
+            return self._start_pair(spec, spec.sidecar)
         client = self._client()
         hidden = list(spec.env.values())
         suffix = secrets.token_hex(3)
         network_name = f"ssebench-{spec.run_id}-{suffix}"
         container_name = f"ssebench-{spec.run_id}-{suffix}"
-        # A restricted run starts with no network at all: with only a loopback
-        # interface it reaches nothing, and it costs no bridge, no firewall rules and
-        # no DNS set-up. Its own network is made when something must reach it
-        # (`endpoint`); under the label it would have, so cleanup finds it.
-        restricted = spec.network.egress == "restricted"
+        networked = _networked(spec)
         own_labels = {labels.RUN_ID: spec.run_id, NETWORK_LABEL: network_name}
         network = None
         container_id = None
         try:
             # An image the engine cannot find is the run failing to start (BackendError).
             with engine_errors(f"starting run {spec.run_id}", hidden, family=BackendError):
-                if not restricted:
-                    network = _create_network(client, network_name, spec.run_id, "open")
+                network = _run_network(client, spec, network_name)
                 container_id = client.api.create_container(
                     spec.image,
                     name=container_name,
@@ -186,13 +278,11 @@ class DockerBackend(Backend[DockerRunHandle]):
                         **own_labels,
                         KEEP_LABEL: "true" if spec.keep else "false",
                     },
-                    host_config=client.api.create_host_config(
-                        mounts=_mounts(spec),
-                        network_mode=NO_NETWORK if restricted else network_name,
-                        security_opt=["no-new-privileges"],
-                        log_config=docker.types.LogConfig(
-                            type=docker.types.LogConfig.types.JSON, config=dict(LOG_CONFIG)
-                        ),
+                    host_config=_host_config(
+                        client,
+                        _mounts(spec),
+                        network_name if networked else NO_NETWORK,
+                        spec.resources,
                     ),
                     platform=spec.platform,
                     stop_signal="SIGTERM",
@@ -211,6 +301,79 @@ class DockerBackend(Backend[DockerRunHandle]):
             results_dir=spec.results.source,
         )
 
+    def _start_pair(self, spec: RunSpec, pair: SidecarPair) -> DockerRunHandle:
+        """A sidecar run: volumes, the task container detached, the agent container (`_pair.py`)."""
+        client = self._client()
+        hidden = list(spec.env.values())
+        suffix = secrets.token_hex(3)
+        network_name = f"ssebench-{spec.run_id}-{suffix}"
+        task_name = f"ssebench-{spec.run_id}-{suffix}"
+        agent_name = f"{task_name}-agent"
+        networked = _networked(spec)
+        shared = pair.shared_mounts(spec.results, spec.archive)
+        pair_label = {labels.RUN: pair.run_id}
+        task_id = agent_id = None
+        network = None
+        try:
+            with engine_errors(f"starting run {spec.run_id}", hidden, family=BackendError):
+                create_volumes(client, [mount.source for mount in pair.volumes], pair.run_id)
+                # The agent container shares the task container's network namespace, so
+                # the pair has one egress policy and both reach the gateway, if any.
+                network = _run_network(client, spec, network_name)
+                task_id = client.api.create_container(
+                    pair.environment_image,
+                    name=task_name,
+                    environment=pair.environment_env(),
+                    labels={
+                        **spec.labels,
+                        labels.RUN_ID: spec.run_id,
+                        NETWORK_LABEL: network_name,
+                        KEEP_LABEL: "true" if spec.keep else "false",
+                        AGENT_CONTAINER_LABEL: agent_name,
+                        **pair_label,
+                    },
+                    host_config=_host_config(
+                        client,
+                        [_mount(mount) for mount in shared],
+                        network_name if networked else NO_NETWORK,
+                        spec.resources,
+                    ),
+                    platform=spec.platform,
+                    stop_signal="SIGTERM",
+                )["Id"]
+                client.api.start(task_id)
+                agent_id = client.api.create_container(
+                    spec.image,
+                    name=agent_name,
+                    environment=dict(spec.env),
+                    labels=pair_label,
+                    host_config=_host_config(
+                        client,
+                        [_mount(mount) for mount in (*shared, *spec.artifacts)],
+                        f"container:{task_id}",
+                        spec.resources,
+                    ),
+                    platform=spec.platform,
+                    stop_signal="SIGTERM",
+                )["Id"]
+                start_relay(client, agent_id)
+                client.api.start(agent_id)
+        except BaseException:
+            if agent_id is not None:
+                join_relay(agent_id, timeout=0)
+            self._remove_pair(client, pair.run_id, network.name if network is not None else None)
+            raise
+        return DockerRunHandle(
+            run_id=spec.run_id,
+            name=task_name,
+            keep=spec.keep,
+            container_id=task_id,
+            network=network_name,
+            results_dir=spec.results.source,
+            agent_container=agent_id,
+            pair=pair.run_id,
+        )
+
     @override
     def wait(self, handle: DockerRunHandle, timeout: float | None = None) -> int:
         client = self._client()
@@ -219,12 +382,12 @@ class DockerBackend(Backend[DockerRunHandle]):
         try:
             with engine_errors(f"waiting for run {handle.run_id}"):
                 status = client.api.wait(
-                    handle.container_id, timeout=None if timeout is None else max(1, round(timeout))
+                    handle.awaited, timeout=None if timeout is None else max(1, round(timeout))
                 )
         except PlatformTimeoutError as exc:
             # The engine holds the answer until the container exits: no answer is the run's time.
             raise RunTimeoutError(f"run {handle.run_id} did not finish in {timeout}s") from exc
-        join_relay(handle.container_id)
+        join_relay(handle.awaited)
         return int(status["StatusCode"])
 
     def _wait_for_grade(
@@ -238,9 +401,9 @@ class DockerBackend(Backend[DockerRunHandle]):
             if marker.exists():
                 return 0
             with engine_errors(f"watching run {handle.run_id}"):
-                state = client.api.inspect_container(handle.container_id)["State"]
+                state = client.api.inspect_container(handle.awaited)["State"]
             if not state.get("Running") and state.get("Status") != "created":
-                join_relay(handle.container_id)
+                join_relay(handle.awaited)
                 return int(state.get("ExitCode", 0))
             if deadline is not None and time.monotonic() > deadline:
                 raise RunTimeoutError(f"run {handle.run_id} was not graded in {timeout}s")
@@ -251,7 +414,7 @@ class DockerBackend(Backend[DockerRunHandle]):
         client = self._client()
         with engine_errors(f"reading the output of run {handle.run_id}"):
             chunks = client.api.logs(
-                handle.container_id, stdout=True, stderr=True, stream=True, follow=follow
+                handle.awaited, stdout=True, stderr=True, stream=True, follow=follow
             )
             yield from split_lines(chunks)
 
@@ -263,21 +426,36 @@ class DockerBackend(Backend[DockerRunHandle]):
     @override
     def stop(self, handle: DockerRunHandle, grace: float = contract.STOP_GRACE) -> None:
         client = self._client()
-        try:
-            with engine_errors(f"stopping run {handle.run_id}"):
-                client.api.stop(handle.container_id, timeout=max(0, round(grace)))
-        except PlatformNotFoundError:
-            return
+        # A pair's agent container first: while it ends (grading what is there, within
+        # the grace) it still needs the daemon in the task container.
+        for container in dict.fromkeys((handle.awaited, handle.container_id)):
+            try:
+                with engine_errors(f"stopping run {handle.run_id}"):
+                    client.api.stop(container, timeout=max(0, round(grace)))
+            except PlatformNotFoundError:
+                continue
 
     @override
     def cleanup(self, handle: DockerRunHandle) -> None:
         if handle.keep:
             return
-        self._remove(self._client(), handle.container_id, handle.network)
+        self.remove(handle)
 
+    @override
     def remove(self, handle: DockerRunHandle) -> None:
         """Remove everything of a run, kept or not, running or not."""
-        self._remove(self._client(), handle.container_id, handle.network)
+        client = self._client()
+        if handle.pair is not None:
+            if handle.agent_container is not None:
+                join_relay(handle.agent_container, timeout=0)
+            self._remove_pair(client, handle.pair, handle.network)
+            return
+        self._remove(client, handle.container_id, handle.network)
+
+    @classmethod
+    def _remove_pair(cls, client: docker.DockerClient, pair: str, network: str | None) -> None:
+        remove_pair(client, pair)
+        cls._remove(client, None, network)
 
     @staticmethod
     def _remove(client: docker.DockerClient, container_id: str | None, network: str | None) -> None:
@@ -289,6 +467,8 @@ class DockerBackend(Backend[DockerRunHandle]):
             except PlatformNotFoundError:
                 pass
         if network is not None:
+            # The model gateway is on a model run's network: take it off first.
+            DockerGateway(client).disconnect(network)
             try:
                 with engine_errors(f"removing network {network}"):
                     client.api.remove_network(network)
@@ -296,19 +476,33 @@ class DockerBackend(Backend[DockerRunHandle]):
                 pass
 
     @override
+    def gateway(self, models: ModelsFile) -> DockerGateway:
+        gateway = DockerGateway(self._client(), reservation=models.reservation)
+        gateway.up(models, say=log.info)
+        return gateway
+
+    @override
     def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
         client = self._client()
         with engine_errors("listing runs"):
             found = client.api.containers(all=True, filters=label_filters(labels))
-        runs = [run_info(summary) for summary in found]
+        runs = [run_info(summary) for summary in found if not is_partner(summary)]
         return sorted(runs, key=lambda run: run.created_at or "", reverse=True)
 
     @override
-    def endpoint(self, handle: DockerRunHandle, port: int) -> str:
+    def endpoint(
+        self, handle: DockerRunHandle, port: int, container: ContainerRole = "task"
+    ) -> str:
+        # A pair's agent container has the task container's network namespace, so
+        # the same address reaches both (`container` chooses nothing more here).
         client = self._client()
         with engine_errors(f"finding run {handle.run_id}"):
             attrs = client.api.inspect_container(handle.container_id)
-            if not attrs["State"].get("Running"):
+            # A pair runs while its agent container does (the task container outlives it).
+            awaited = attrs
+            if handle.awaited != handle.container_id:
+                awaited = client.api.inspect_container(handle.awaited)
+            if not (attrs["State"].get("Running") and awaited["State"].get("Running")):
                 raise BackendError(f"run {handle.run_id} is not running")
             refused = None
             if NO_NETWORK in attrs["NetworkSettings"]["Networks"]:
@@ -367,6 +561,7 @@ class DockerBackend(Backend[DockerRunHandle]):
         tty: bool = False,
         stdin: bool = False,
         env_names: Sequence[str] = (),
+        container: ContainerRole = "task",
     ) -> list[str]:
         argv = [shutil.which("docker") or "docker", "exec"]
         if stdin:
@@ -382,4 +577,5 @@ class DockerBackend(Backend[DockerRunHandle]):
                 raise BackendError(f"invalid environment variable name {name!r}")
             # `--env NAME` without a value: docker reads the value from its own environment.
             argv += ["--env", name]
-        return [*argv, handle.container_id, *command]
+        target = handle.awaited if container == "agent" else handle.container_id
+        return [*argv, target, *command]

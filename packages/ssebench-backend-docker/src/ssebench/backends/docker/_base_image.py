@@ -18,12 +18,12 @@ import docker
 import docker.utils
 from ssebench.backends.docker._engine import image_exists
 from ssebench.backends.docker._errors import engine_errors
-from ssebench.spec import BackendError, UserError
+from ssebench.spec import BackendError, UserError, settings
 
-DEFAULT_MIRROR: Final = "http://deb.debian.org/debian"
+DEFAULT_MIRROR: Final = settings.DEBIAN_MIRROR.default
 """Debian mirror used when SSEBENCH_DEBIAN_MIRROR is unset."""
 
-MIRROR_ENV: Final = "SSEBENCH_DEBIAN_MIRROR"
+MIRROR_ENV: Final = settings.DEBIAN_MIRROR.name
 """Environment variable naming the Debian mirror."""
 
 SUITE: Final = "bookworm"

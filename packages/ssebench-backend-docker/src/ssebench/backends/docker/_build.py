@@ -17,9 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Final
 
+from typing_extensions import override
+
 import docker
 from ssebench.backends.docker._errors import engine_errors
-from ssebench.spec import ImageUnavailableError, PlatformNotFoundError, PlatformRefusedError
+from ssebench.backends.docker._from_images import require_from_images
+from ssebench.spec import (
+    ImageUnavailableError,
+    PlatformNotFoundError,
+    PlatformRefusedError,
+    registry,
+)
 
 _STEP: Final = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BUILT: Final = re.compile(r"^Successfully built ([0-9a-f]+)$")
@@ -37,6 +45,18 @@ When the image under a layer's name carries the digest of the current inputs,
 `build_layer` uses it without sending the engine a build at all: a run with
 every layer current costs a few image inspections instead of four builds.
 """
+
+DAEMON_LABEL: Final = "org.ssebench.daemon-version"
+"""Label of every image that carries the SSEBench runtime: the ssebench-daemon version in it.
+
+A published tag is named by the agent's version only, so this label (with
+`INPUTS_LABEL`) is what tells two images of one tag apart (`ssebench images push`)."""
+
+REGISTRY_LABEL: Final = "org.ssebench.registry"
+"""Label of every layer: the `SSEBENCH_REGISTRY` prefix it was built under.
+
+An old layer loses its name when a rebuild takes it; this label still says
+whose it is, so `ssebench images prune` removes only the active prefix's."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class Step:
         """A FROM instruction, which starts a stage and never runs."""
         return self.instruction.upper().startswith("FROM ")
 
+    @override
     def __str__(self) -> str:
         return f"step {self.number}/{self.total} ({_cut(self.instruction)})"
 
@@ -208,10 +229,12 @@ def build_layer(
     labels: Mapping[str, str] | None = None,
     inputs: str | None = None,
     progress: Progress = no_progress,
+    platform: str | None = None,
 ) -> BuiltImage:
     """Build one image layer with the classic builder, streaming its log to `progress`.
 
-    Nothing is pulled: every image a FROM names must exist locally. With
+    Nothing is pulled: every image a FROM names must exist locally (checked before a
+    build is sent when `context` is a folder, `_from_images.py`). With
     `inputs` (see `inputs_digest`), an image under `tag` built from the same
     inputs and options is used as it is, and no build is sent.
 
@@ -228,19 +251,24 @@ def build_layer(
             FROMs name and the context's files (build arguments and labels are added
             here); None to leave the decision to the engine's cache.
         progress: receives each line of the log.
+        platform: the `linux/<arch>` to build for; None for the engine's own.
 
     Returns:
         The image, with which steps ran and which came from the cache.
 
     Raises:
         ImageUnavailableError: the build failed; the message names the layer, the
-            failing step and the end of its output.
+            failing step and the end of its output. Or an image a FROM names is
+            missing locally (nothing is sent).
         BackendError: the engine cannot be reached.
     """
     log = _Log(layer, tag, progress)
-    labels = dict(labels or {})
+    labels = {REGISTRY_LABEL: registry(), **(labels or {})}
     if inputs is not None:
         settings = [*sorted((buildargs or {}).items()), *sorted(labels.items())]
+        if platform is not None:
+            # Only when set: an image built for the engine's own platform keeps its digest.
+            settings.append(("platform", platform))
         labels[INPUTS_LABEL] = inputs_digest(
             [inputs, dockerfile, *(f"{name}={value}" for name, value in settings)]
         )
@@ -250,6 +278,11 @@ def build_layer(
                 BuildLine(layer, f"{tag} is up to date: its inputs have not changed", reused=True)
             )
             return BuiltImage(layer=layer, tag=tag, image_id=current)
+    if isinstance(context, Path):
+        # The builder would pull a missing FROM image; nothing is ever pulled.
+        require_from_images(
+            client, layer=layer, dockerfile=context / dockerfile, buildargs=buildargs or {}
+        )
     options: dict[str, Any] = {
         "tag": tag,
         "dockerfile": dockerfile,
@@ -261,6 +294,8 @@ def build_layer(
         "pull": False,
         "decode": True,
     }
+    if platform is not None:
+        options["platform"] = platform
     with ExitStack() as stack, engine_errors(f"building the {layer} layer ({tag})"):
         if isinstance(context, Path):
             options["path"] = str(context)

@@ -81,11 +81,3 @@ def ensure_host_guard() -> None:
         insert = subprocess.run(argv, capture_output=True, text=True, check=False)
         if insert.returncode != 0:
             raise BackendError(f"{tool} refused SSEBench's host rule: {insert.stderr.strip()}")
-
-
-def host_guard_present() -> bool:
-    """Whether the IPv4 host rule is in place (root only; False otherwise)."""
-    if os.geteuid() != 0 or not shutil.which("iptables"):
-        return False
-    check = subprocess.run(["iptables", "-w", "-C", *_RULE], capture_output=True, check=False)
-    return check.returncode == 0

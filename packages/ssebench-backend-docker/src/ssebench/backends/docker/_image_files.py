@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from ssebench.backends.docker._atomic import write_atomically
 from ssebench.backends.docker._wheelhouse import cache_root
+from ssebench.spec.atomic import write_atomically
 
 KEEP_IMAGES: Final = 64
 """Images whose files are kept; the least recently used beyond these are dropped."""

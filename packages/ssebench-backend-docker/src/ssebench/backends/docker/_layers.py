@@ -1,4 +1,4 @@
-"""SSEBench's image layers, built in order: case -> runtime -> tool (DESIGN.md §8).
+"""SSEBench's image layers, built in order: case -> runtime -> tool (docs/architecture.md).
 
     case     <registry>/case/<dataset>/<task>:<dataset version>   the task's Dockerfile
     runtime  <registry>/runtime:<ssebench-daemon version>          images/runtime/
@@ -31,15 +31,20 @@ from ssebench.backends.docker._build import (
     no_progress,
 )
 from ssebench.backends.docker._errors import engine_errors
+from ssebench.backends.docker._from_images import MissingFromImageError
 from ssebench.backends.docker._wheelhouse import RuntimePackages, prepare_runtime_packages
 from ssebench.spec import (
     ImageUnavailableError,
     PlatformNotFoundError,
     Task,
+    UserError,
     base_image,
+    check_task_files,
+    dockerfile_problems,
     registry,
     runtime_version,
 )
+from ssebench.spec.catalog import TASK_FILES_LABEL, case_image_path, files_digest, task_files
 
 RUNTIME_FOLDER: Final = Path("images") / "runtime"
 """The runtime's Dockerfile and assembly script, relative to the home."""
@@ -56,7 +61,7 @@ _CONTEXT_MTIME: Final = 315532800
 
 def case_image_name(task: Task) -> str:
     """The case image's name: `<registry>/case/<dataset>/<task>:<dataset version>`."""
-    return f"{registry()}/case/{task.dataset.lower()}/{task.id.lower()}:{task.dataset_version}"
+    return f"{registry()}/{case_image_path(task)}"
 
 
 def runtime_image_name() -> str:
@@ -97,12 +102,20 @@ def _require_base(client: docker.DockerClient) -> tuple[str, str]:
     return name, local_image_id(client, name, "run `ssebench images bootstrap-base`")
 
 
+def _check_files(task: Task) -> None:
+    try:
+        check_task_files(task)
+    except UserError as exc:
+        raise ImageUnavailableError(f"case layer: {exc}") from exc
+
+
 def build_case(
     client: docker.DockerClient,
     task: Task,
     *,
     force: bool = False,
     progress: Progress = no_progress,
+    platform: str | None = None,
 ) -> BuiltImage:
     """Build a task's case image from its folder's Dockerfile.
 
@@ -116,20 +129,40 @@ def build_case(
         The case image.
 
     Raises:
-        ImageUnavailableError: the base image is missing or the build failed.
+        ImageUnavailableError: a file the task's config names is missing from its
+            folder (nothing is built), the base image or an image its Dockerfile names
+            is missing, or the build failed (with the Dockerfile's lines that cannot
+            build offline and how to adapt them, if it has any).
         BackendError: the engine cannot be reached.
     """
+    _check_files(task)
     base, base_id = _require_base(client)
-    return build_layer(
-        client,
-        layer="case",
-        tag=case_image_name(task),
-        context=Path(task.folder),
-        buildargs={"SSEBENCH_BASE_IMAGE": base, "SSEBENCH_REGISTRY": registry()},
-        nocache=force,
-        inputs=inputs_digest([base_id], Path(task.folder)),
-        progress=progress,
-    )
+    try:
+        return build_layer(
+            client,
+            layer="case",
+            tag=case_image_name(task),
+            context=Path(task.folder),
+            buildargs={"SSEBENCH_BASE_IMAGE": base, "SSEBENCH_REGISTRY": registry()},
+            # Which version of the task it is, so a catalog's pull can tell (`_catalog.py`).
+            labels={TASK_FILES_LABEL: files_digest(task_files(Path(task.folder)))},
+            nocache=force,
+            inputs=inputs_digest([base_id], Path(task.folder)),
+            progress=progress,
+            platform=platform,
+        )
+    except MissingFromImageError:
+        raise  # one line that says it all
+    except ImageUnavailableError as exc:
+        # An earlier task's Dockerfile fails here for want of a network: say which
+        # lines need adapting and how, with the build's own message.
+        try:
+            hints = dockerfile_problems((Path(task.folder) / "Dockerfile").read_text())
+        except (OSError, UnicodeDecodeError):
+            hints = []
+        if not hints:
+            raise
+        raise ImageUnavailableError(f"{exc}\n" + "\n".join(hints)) from exc
 
 
 def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -168,6 +201,7 @@ def build_runtime(
     *,
     force: bool = False,
     progress: Progress = no_progress,
+    platform: str | None = None,
 ) -> BuiltImage:
     """Build the runtime image: /opt/ssebench with its own Python, our packages, git and bash.
 
@@ -201,6 +235,7 @@ def build_runtime(
         nocache=force,
         inputs=inputs_digest(keys, home / RUNTIME_FOLDER),
         progress=progress,
+        platform=platform,
     )
 
 
@@ -211,6 +246,7 @@ def build_tool(
     *,
     force: bool = False,
     progress: Progress = no_progress,
+    platform: str | None = None,
 ) -> BuiltImage:
     """Build a task's tool layer on its case image and the runtime image (both must exist).
 
@@ -242,6 +278,7 @@ def build_tool(
         nocache=force,
         inputs=inputs_digest(parents, home / TOOL_FOLDER),
         progress=progress,
+        platform=platform,
     )
 
 
@@ -252,6 +289,7 @@ def build_tool_images(
     *,
     force: bool = False,
     progress: Progress = no_progress,
+    platform: str | None = None,
 ) -> list[BuiltImage]:
     """Build every layer up to the tool layer: the runtime once, then each task's case and tool.
 
@@ -261,16 +299,22 @@ def build_tool_images(
         home: the SSEBench home.
         force: rebuild every layer without the engine's cache.
         progress: receives each line of every build's log.
+        platform: the `linux/<arch>` to build for; None for the engine's own.
 
     Returns:
         The images in build order: runtime, then case and tool of each task.
 
     Raises:
-        ImageUnavailableError: an image is missing or a build failed.
+        ImageUnavailableError: a task's folder lacks a file its config names (before
+            any build), an image is missing or a build failed.
         BackendError: the engine cannot be reached.
     """
-    built = [build_runtime(client, home, force=force, progress=progress)]
+    for task in tasks:  # a task's missing file is reported before any build, the runtime's too
+        _check_files(task)
+    built = [build_runtime(client, home, force=force, progress=progress, platform=platform)]
     for task in tasks:
-        built.append(build_case(client, task, force=force, progress=progress))
-        built.append(build_tool(client, task, home, force=force, progress=progress))
+        built.append(build_case(client, task, force=force, progress=progress, platform=platform))
+        built.append(
+            build_tool(client, task, home, force=force, progress=progress, platform=platform)
+        )
     return built

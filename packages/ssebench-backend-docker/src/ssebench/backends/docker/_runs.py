@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ssebench.backends.docker._handle import DockerRunHandle
+from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL
 from ssebench.spec import RunInfo, RunState, labels
 
 KEEP_LABEL: Final = "ssebench.keep"
@@ -30,6 +31,12 @@ _EXIT_CODE = re.compile(r"^Exited \((-?\d+)\)")
 def label_filters(wanted: dict[str, str] | None) -> dict[str, list[str]]:
     """The engine's filter for containers carrying every label in `wanted`."""
     return {"label": [f"{key}={value}" for key, value in (wanted or {}).items()]}
+
+
+def is_partner(summary: dict[str, Any]) -> bool:
+    """Whether a container is a sidecar run's agent container, which lists as its task's."""
+    tags: dict[str, str] = summary.get("Labels") or {}
+    return labels.RUN in tags and labels.RUN_ID not in tags
 
 
 def run_info(summary: dict[str, Any]) -> RunInfo:
@@ -63,5 +70,7 @@ def run_info(summary: dict[str, Any]) -> RunInfo:
             container_id=summary["Id"],
             network=tags.get(NETWORK_LABEL),
             results_dir=tags.get(labels.RESULTS),
+            agent_container=tags.get(AGENT_CONTAINER_LABEL),
+            pair=tags.get(labels.RUN),
         ),
     )

@@ -1,6 +1,6 @@
 """Relaying a container's output to this process's stdout and stderr as it is written.
 
-Integrity rule (DESIGN.md §4, "What reaches the host is tamed": output capped
+Integrity rule (docs/integrity.md, "What reaches the host is tamed": output capped
 with a marker, control characters stripped before a terminal): each stream
 goes through `ssebench.spec.terminal.TerminalFilter`, so no escape sequence
 or other control character the agent printed reaches the user's terminal,

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from ssebench.backends.docker._atomic import write_atomically
-from ssebench.spec import ImageUnavailableError
+from ssebench.spec import ImageUnavailableError, settings
+from ssebench.spec.atomic import write_atomically
 
 RUNTIME_PACKAGE: Final = "ssebench-daemon"
 """The workspace package the runtime is built for; its dependencies come with it."""
@@ -54,7 +54,7 @@ PLATFORM: Final = "x86_64-manylinux_2_28"
 RECIPE: Final = "3"
 """Bump when the preparation below changes, so every cached tree is redone."""
 
-CACHE_ENV: Final = "SSEBENCH_CACHE_DIR"
+CACHE_ENV: Final = settings.CACHE_DIR.name
 """Environment variable naming SSEBench's cache folder on the host."""
 
 KEEP: Final = 3
@@ -106,7 +106,7 @@ def find_uv() -> str:
     found = shutil.which("uv")
     if found:
         return found
-    tools = Path(os.environ.get("SSEBENCH_TOOLS") or Path.home() / ".local/share/ssebench")
+    tools = Path(os.environ.get(settings.TOOLS.name) or Path.home() / ".local/share/ssebench")
     candidate = tools / "uv" / "bin" / "uv"
     if candidate.is_file():
         return str(candidate)

@@ -3,6 +3,9 @@
     ssebench build-case [--local DIR] [--tasks IDS] [--force] [--json]
     ssebench images bootstrap-base [--force]
     ssebench images build-tool [--local DIR] [--tasks IDS] [--force] [--json]
+    ssebench images push [--local DIR] [--tasks IDS] [--agents NAMES]
+                         [--mode sandbox|sidecar|both] [--force] [--json]
+    ssebench images prune [--dry-run] [--json]
 
 Results go to stdout (`--json`: a JSON list), progress and errors to stderr.
 """
@@ -24,15 +27,20 @@ from ssebench.backends.docker._build import BuildLine, BuiltImage, Progress
 from ssebench.backends.docker._engine import docker_client
 from ssebench.backends.docker._layers import build_case, build_tool_images
 from ssebench.spec import (
+    Agent,
     Message,
     SSEBenchError,
     Task,
     base_image,
     default_dataset,
     encode_json,
+    find_agent,
     find_home,
     find_task,
+    list_agents,
     load_dataset,
+    registry,
+    runtime_version,
 )
 
 images_app = typer.Typer(
@@ -65,7 +73,8 @@ class ImageListing(Message, frozen=True):
 
 
 def _fail(message: str) -> NoReturn:
-    _stderr.print(f"ssebench: {message}", markup=False, highlight=False)
+    # soft_wrap: one line, however narrow the terminal (rich would break it at its width).
+    _stderr.print(f"ssebench: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -201,3 +210,121 @@ def build_tool_command(
     except SSEBenchError as exc:
         _fail(str(exc))
     _report(images, json_output)
+
+
+AgentsOption = Annotated[
+    str | None,
+    typer.Option("--agents", help="Comma-separated agent names (default: every agent)."),
+]
+
+
+def _agents(home: Path, names: str | None) -> list[Agent]:
+    if names is None:
+        return list_agents(home)
+    wanted = [part.strip() for part in names.split(",") if part.strip()]
+    if not wanted:
+        raise typer.BadParameter("name at least one agent", param_hint="--agents")
+    return [find_agent(home, name) for name in wanted]
+
+
+@images_app.command("push")
+def push_command(
+    local: LocalOption = None,
+    tasks: TasksOption = None,
+    agents: AgentsOption = None,
+    mode: Annotated[
+        str,
+        typer.Option("--mode", metavar="[sandbox|sidecar|both]", help="Which images to publish."),
+    ] = "sandbox",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace a tag the registry holds with another image (another daemon)."
+        ),
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of the published images on stdout.")
+    ] = False,
+) -> None:
+    """Build what is missing and push each agent-and-task image under SSEBENCH_REGISTRY.
+
+    SSEBENCH_REGISTRY must name a registry host (host[:port]/prefix). Credentials,
+    if the registry needs any, are the engine's own (`docker login`).
+    """
+    from ssebench.backends.docker._publish import publish, push_modes, push_registry
+
+    try:
+        push_registry()
+        modes = push_modes(mode)
+        home, chosen = _tasks(local, tasks)
+        chosen_agents = _agents(home, agents)
+        client = docker_client()
+
+        def say(line: str) -> None:
+            _stderr.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        with _showing_progress("building images to push") as progress:
+            published = publish(
+                client,
+                chosen,
+                chosen_agents,
+                home,
+                modes=modes,
+                force=force,
+                progress=progress,
+                say=say,
+            )
+    except SSEBenchError as exc:
+        _fail(str(exc))
+    if json_output:
+        click.echo(encode_json(published, pretty=True).decode(), nl=False)
+        return
+    for image in published:
+        click.echo(f"{image.image}  {image.state}  {image.digest}")
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+@images_app.command("prune")
+def prune_command(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of the images on stdout.")
+    ] = False,
+) -> None:
+    """Remove the images of SSEBENCH_REGISTRY that no current daemon or agent version needs.
+
+    Only images named under the active SSEBENCH_REGISTRY prefix (or built under it
+    and since replaced) are touched.
+    """
+    from ssebench.backends.docker._prune import prune_images
+
+    try:
+        home = find_home()
+        versions = {agent.name: agent.version for agent in list_agents(home)}
+        client = docker_client()
+        report = prune_images(client, versions, runtime_version(), dry_run=dry_run)
+    except SSEBenchError as exc:
+        _fail(str(exc))
+    if json_output:
+        click.echo(encode_json(report.images, pretty=True).decode(), nl=False)
+    else:
+        for entry in report.images:
+            state = "would remove" if dry_run else "removed" if entry.removed else "kept"
+            note = f" ({entry.error})" if entry.error else ""
+            click.echo(f"{state} {entry.image}: {entry.reason}{note}")
+    if dry_run:
+        summary = f"would free about {_size(report.would_free)} ({len(report.images)} names)"
+    else:
+        removed = sum(1 for entry in report.images if entry.removed)
+        summary = f"freed about {_size(report.freed)} ({removed} names removed)"
+    _stderr.print(f"{registry()}: {summary}", markup=False, highlight=False)

@@ -15,7 +15,8 @@
         ├── DaemonMethodNotAllowedError    method_not_allowed
         ├── DaemonConflictError            conflict
         │   ├── DaemonPatchDidNotApplyError    patch_did_not_apply
-        │   └── DaemonTreeUnreadableError      tree_unreadable
+        │   ├── DaemonTreeUnreadableError      tree_unreadable
+        │   └── DaemonDiffTooLargeError        diff_too_large
         ├── DaemonBodyTooLargeError        body_too_large
         └── DaemonInternalError            internal_error (also RuntimeError)
 
@@ -123,6 +124,12 @@ class DaemonTreeUnreadableError(DaemonConflictError):
     code_of_class = "tree_unreadable"
 
 
+class DaemonDiffTooLargeError(DaemonConflictError):
+    """The agent's diff is larger than the daemon holds (graded `failed`)."""
+
+    code_of_class = "diff_too_large"
+
+
 class DaemonBodyTooLargeError(DaemonRefusedError):
     """The request's body was over the daemon's limit (413)."""
 
@@ -145,6 +152,7 @@ REFUSALS: Final[dict[ErrorCode, type[DaemonRefusedError]]] = {
     "conflict": DaemonConflictError,
     "patch_did_not_apply": DaemonPatchDidNotApplyError,
     "tree_unreadable": DaemonTreeUnreadableError,
+    "diff_too_large": DaemonDiffTooLargeError,
     "body_too_large": DaemonBodyTooLargeError,
     "internal_error": DaemonInternalError,
 }

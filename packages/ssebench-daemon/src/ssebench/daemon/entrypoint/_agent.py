@@ -16,74 +16,27 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
-from ssebench.daemon.entrypoint._contract import contract
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, kill_user, signal_group
-from ssebench.daemon.entrypoint._settings import AGENT_ENV_PASSED, ModelUser, Settings
+from ssebench.daemon._users import Identity, child_env, kill_user, killable_as
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._settings import AGENT_ENV_PASSED, Settings
+from ssebench.spec import contract
 
 TIMEOUT_EXIT: Final = 124
 """The agent's exit status when its time limit killed it (as `timeout(1)`)."""
 
-_DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_PASSED_THROUGH_PREFIXES: Final = ("LANG", "LC_", "TZ", "TERM")
-_PROXY_NAMES: Final = frozenset(
-    {"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}
-)
-_PRIVATE_MARKERS: Final = (contract.RUNTIME_DIR, contract.SOCKET_DIR + "/admin", "admin.sock")
 _CHUNK: Final = 65536
 
 
-def clean_path(value: str | None) -> str:
-    """PATH without entries inside the SSEBench runtime; the standard one when nothing is left."""
-    entries = [
-        entry
-        for entry in (value or "").split(":")
-        if entry.startswith("/") and not entry.startswith(contract.RUNTIME_DIR)
-    ]
-    return ":".join(entries) or _DEFAULT_PATH
-
-
-def agent_env(environ: Mapping[str, str], model: ModelUser, agent_socket: str) -> dict[str, str]:
-    """The agent's environment, built from scratch.
-
-    It gets its account (HOME, USER, LOGNAME, SHELL), the image's PATH without
-    the SSEBench runtime, locale and proxy settings, the image's own
-    variables (toolchains: JAVA_HOME, GOPATH, ...), and of the run's `SSE_*`
-    only what an agent needs. Nothing that names the runtime or the admin
-    socket, no other `SSE_*`/`SSEBENCH_*` variable.
+def agent_env(environ: Mapping[str, str], model: Identity, agent_socket: str) -> dict[str, str]:
+    """The agent's environment: `child_env` (what it strips, and why, is listed there)
+    with the run's variables an agent needs (`AGENT_ENV_PASSED`), the agent socket,
+    and the archive folder.
     """
-    env: dict[str, str] = {}
-    for name, value in environ.items():
-        if name.startswith(("SSE_", "SSEBENCH_")) or name in (
-            contract.ENV_TIMEOUT,
-            "PATH",
-            "HOME",
-            "USER",
-            "LOGNAME",
-            "SHELL",
-            "PWD",
-            "OLDPWD",
-            "HOSTNAME",
-        ):
-            continue
-        if name.startswith(("PYTHON", "LD_")) or any(m in value for m in _PRIVATE_MARKERS):
-            continue
-        if name.isidentifier() or name in _PROXY_NAMES or name.startswith(_PASSED_THROUGH_PREFIXES):
-            env[name] = value
-    for name in AGENT_ENV_PASSED:
-        if name in environ:
-            env[name] = environ[name]
-    env.update(
-        HOME=model.home,
-        USER=model.name,
-        LOGNAME=model.name,
-        SHELL="/bin/bash" if Path("/bin/bash").exists() else "/bin/sh",
-        PATH=clean_path(environ.get("PATH")),
-    )
+    env = child_env(environ, model, keep=AGENT_ENV_PASSED)
     env[contract.ENV_DAEMON_SOCKET] = agent_socket
     env.setdefault(contract.ENV_ARCHIVE, contract.ARCHIVE_DIR)
     return env
@@ -106,7 +59,7 @@ class AgentOutcome:
 class Relay:
     """Copies a child's output to its log and to the container's output, capped.
 
-    Integrity rule (DESIGN.md §4, "What reaches the host is tamed": output
+    Integrity rule (docs/integrity.md, "What reaches the host is tamed": output
     capped with a marker): the first `limit` bytes reach the log and the
     container's output (the engine's log, the CLI); the rest is still read,
     so the writer never blocks on a full pipe, but dropped, and `finish`
@@ -180,6 +133,22 @@ def _write_all(fd: int, data: bytes) -> None:
 Say = Callable[[str], None]
 
 
+class Beside(Protocol):
+    """Processes watched from the agent's loop (the `on-agent` plugins)."""
+
+    def fds(self) -> list[int]:
+        """Their output pipes."""
+        ...
+
+    def service(self, readable: Sequence[int] = ()) -> None:
+        """Copy what is readable; kill each one past its time limit."""
+        ...
+
+    def end_beside(self, why: str) -> None:
+        """End them all: the phase they ran beside is over."""
+        ...
+
+
 def _report(out: int | None, log: int, text: str) -> None:
     data = text.encode()
     _write_all(log, data)
@@ -202,6 +171,7 @@ def run_agent(
     log: int,
     out: int | None,
     say: Say,
+    beside: Beside | None = None,
 ) -> AgentOutcome:
     """Run the agent command as `model` until it exits, its time limit, or a stop signal.
 
@@ -213,15 +183,16 @@ def run_agent(
         log: agent.log, open for writing.
         out: the container's output (None: the log only).
         say: the entrypoint's own messages.
+        beside: the `on-agent` plugins, already started: watched in the agent's loop
+            and ended with the phase, before every process of `model` is killed.
 
     Returns:
         How the phase ended; by then no process of `model` is left.
     """
     model = settings.model
     as_root = os.geteuid() == 0
-    user: dict[str, object] = (
-        {"user": model.uid, "group": model.gid, "extra_groups": []} if as_root else {}
-    )
+    # As root: the agent drops to model and is the first the OOM killer picks.
+    user: dict[str, object] = dict(killable_as(model)) if as_root else {}
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(read_fd, False)
     started = time.monotonic()
@@ -264,14 +235,20 @@ def run_agent(
         if left <= 0:
             timed_out = True
             break
-        if wakeup.wait(min(left, 1.0), [read_fd] if relay.open else []):
+        others = beside.fds() if beside is not None else []
+        readable = wakeup.wait(min(left, 1.0), ([read_fd] if relay.open else []) + others)
+        if read_fd in readable:
             relay.pump()
+        if beside is not None:
+            beside.service(readable)
     duration = time.monotonic() - started
+    if beside is not None:
+        beside.end_beside("the agent phase ended")
     signal_group(proc.pid, signal.SIGKILL)
     killed = 0
     if as_root:
         try:
-            killed = kill_user(model.uid, model.gid, children)
+            killed = kill_user(model, between=children.reap)
         except RuntimeError as exc:  # e.g. a process stuck in the kernel: say so, go on
             say(f"cannot end every process of {model.name}: {exc}")
     children.wait(proc, 5.0, wakeup)

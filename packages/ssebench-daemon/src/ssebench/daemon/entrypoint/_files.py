@@ -287,7 +287,7 @@ class _Walk:
 def hand_over(directory: Path, uid: int, gid: int, *, include_self: bool = False) -> HandOver:
     """Give every entry below `directory` to uid:gid, tamed, never following a link.
 
-    Integrity rule (DESIGN.md §4, "What reaches the host is tamed": no links
+    Integrity rule (docs/integrity.md, "What reaches the host is tamed": no links
     out of the run directory, no setuid/setgid or world-write bits). Below
     `directory`, whatever the agent planted:
 

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ssebench.daemon.entrypoint._contract import contract
+from ssebench.daemon._environ import results_dir
+from ssebench.daemon._errors import ConfigError
 from ssebench.daemon.entrypoint._run import Entrypoint
-from ssebench.daemon.entrypoint._settings import Settings, SettingsError, load_settings
+from ssebench.daemon.entrypoint._settings import Settings, load_settings
 
 
 def isolate() -> None:
@@ -41,10 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = load_settings(command, os.environ)
-    except SettingsError as exc:
+    except ConfigError as exc:
         fallback = Settings(
             agent_command=command,
-            results_dir=Path(os.environ.get(contract.ENV_RESULTS) or contract.RESULTS_DIR),
+            results_dir=results_dir(os.environ),
             environ=dict(os.environ),
         )
         return Entrypoint(fallback).refuse(str(exc))

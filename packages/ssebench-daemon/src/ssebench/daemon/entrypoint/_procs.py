@@ -1,4 +1,4 @@
-"""Processes as PID 1 sees them: signals, children, orphans, and killing a user's processes.
+"""Processes as PID 1 sees them: signals, children and orphans.
 
 The entrypoint is single-threaded. Signals (SIGTERM, SIGINT, SIGCHLD) only
 set a flag and wake `Wakeup.wait` through a pipe, so every wait in the
@@ -10,14 +10,12 @@ status of its own children and discards the others'.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import select
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
@@ -135,101 +133,3 @@ def signal_group(pid: int, signum: int) -> None:
     """Send a signal to the process group (session) a child leads; gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)
-
-
-def signal_process(pid: int, signum: int) -> None:
-    """Send a signal to one process; gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signum)
-
-
-def processes_of(uid: int) -> list[int]:
-    """Live (not zombie) processes whose real, effective, saved or filesystem uid is `uid`."""
-    found: list[int] = []
-    me = os.getpid()
-    try:
-        entries = [entry.name for entry in os.scandir("/proc")]
-    except OSError:
-        return found
-    for name in entries:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            text = Path("/proc", name, "status").read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue
-        state = uids = ""
-        for line in text.splitlines():
-            if line.startswith("State:"):
-                state = line[6:].strip()
-            elif line.startswith("Uid:"):
-                uids = line[4:]
-        if state[:1] in ("Z", "X"):
-            continue
-        if str(uid) in uids.split():
-            found.append(int(name))
-    return found
-
-
-def _kill_all_as(uid: int, gid: int) -> None:
-    """`kill(-1, SIGKILL)` from a child running as `uid`: every process the user may signal,
-    in one step that forks cannot race."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    while True:
-        try:
-            os.waitpid(pid, 0)
-            return
-        except ChildProcessError:
-            return
-        except InterruptedError:  # pragma: no cover
-            continue
-
-
-def kill_user(uid: int, gid: int, children: Children, *, rounds: int = 200) -> int:
-    """SIGKILL every process of `uid` (also those that called setsid or double-forked).
-
-    Args:
-        uid: the user; never root or the entrypoint's own.
-        gid: the user's group (for the killing child).
-        children: reaps the entrypoint's children (and orphans) between rounds.
-        rounds: how often to sweep before giving up.
-
-    Returns:
-        How many processes were found alive at most.
-
-    Raises:
-        ValueError: `uid` is root or the entrypoint's own user.
-        RuntimeError: processes are still alive after every round.
-    """
-    if uid in (0, os.geteuid()):
-        raise ValueError(f"refusing to kill every process of uid {uid}")
-    seen = 0
-    for _ in range(rounds):
-        children.reap()
-        alive = processes_of(uid)
-        if not alive:
-            return seen
-        seen = max(seen, len(alive))
-        if os.geteuid() == 0:
-            _kill_all_as(uid, gid)
-        for pid in alive:
-            signal_process(pid, signal.SIGKILL)
-        time.sleep(0.01)
-    raise RuntimeError(f"processes of uid {uid} survive SIGKILL")
-
-
-def close_quietly(fd: int) -> None:
-    """Close a file descriptor that may already be closed."""
-    try:
-        os.close(fd)
-    except OSError as exc:
-        if exc.errno != errno.EBADF:
-            raise

@@ -1,6 +1,6 @@
 """One container run, as PID 1: services, agent phase, grading, hand-over, marker.
 
-Phases (DESIGN.md §5, container side):
+Phases (docs/architecture.md, container side):
 1. prepare the results and archive directories; start the daemon and the MCP
    server side by side and wait until both answer;
 2. run the agent command as `model` (`_agent`);
@@ -28,8 +28,9 @@ from typing import Final
 
 from ssebench.daemon._budget import count_checks
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
+from ssebench.daemon._pids import PidsWatchdog, run_users
+from ssebench.daemon._users import kill_user, lower_own_oom_score
 from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
-from ssebench.daemon.entrypoint._contract import contract
 from ssebench.daemon.entrypoint._files import (
     hand_over,
     log_tail,
@@ -38,7 +39,8 @@ from ssebench.daemon.entrypoint._files import (
     prepare_results,
     write_marker,
 )
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, kill_user, signal_group
+from ssebench.daemon.entrypoint._plugins import Plugins
+from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
 from ssebench.daemon.entrypoint._services import (
     ServiceError,
     Services,
@@ -46,6 +48,7 @@ from ssebench.daemon.entrypoint._services import (
     service_env,
 )
 from ssebench.daemon.entrypoint._settings import Settings
+from ssebench.spec import contract
 
 START_FAILED: Final = 2
 """Exit status when the run could not start (bad settings, a service did not come up)."""
@@ -53,13 +56,15 @@ START_FAILED: Final = 2
 CRASHED: Final = 1
 """Exit status when the entrypoint itself failed (its traceback is in entrypoint.log)."""
 
-RESULT_FILE: Final = "result.json"
-
 AGENT_EXITED_TIMEOUT: Final = 60.0
 """Seconds the daemon gets to end the agent phase (it kills every `model` process)."""
 
 AGENT_EXITED_STOPPING: Final = 5.0
 """The same after a stop signal, when the whole stop must fit in the 20 s grace."""
+
+
+PREPARE_WAIT: Final = 600.0
+"""Seconds `before-grading` plugins wait for the daemon to take the agent's diff."""
 
 
 class Entrypoint:
@@ -77,6 +82,8 @@ class Entrypoint:
         self.agent: AgentOutcome | None = None
         self.owner: tuple[int, int] = (os.geteuid(), os.getegid())
         self.log: int | None = None
+        self.pids: PidsWatchdog | None = None
+        self.plugins = Plugins.load(settings, self.children, self.wakeup, self.say)
 
     # -- messages --------------------------------------------------------------------
 
@@ -115,11 +122,13 @@ class Entrypoint:
                 )
             if self.phase == "agent" and os.geteuid() == 0:
                 with contextlib.suppress(Exception):
-                    kill_user(self.settings.model.uid, self.settings.model.gid, self.children)
+                    kill_user(self.settings.model, between=self.children.reap)
             with contextlib.suppress(Exception):
                 self._finish(stop_services=True)
             return CRASHED
         finally:
+            if self.pids is not None:
+                self.pids.stop()  # it writes to the log
             if self.log is not None:
                 os.close(self.log)
                 self.log = None
@@ -129,7 +138,14 @@ class Entrypoint:
         try:
             info = prepare_results(settings.results_dir)
             self.owner = (info.st_uid, info.st_gid)
-            self.log = open_log(settings.results_dir, "entrypoint.log")
+            self.log = open_log(settings.results_dir, contract.ENTRYPOINT_LOG)
+            # Before any service starts: each inherits the score.
+            if (oom := lower_own_oom_score()) is not None:
+                self.say(oom)
+            if settings.pids_limit is not None:
+                # From the start: a check or the agent may be the one that forks too much.
+                self.pids = PidsWatchdog(settings.pids_limit, self.say, run_users(settings.model))
+                self.pids.start()
             prepare_archive(settings.archive_dir, settings.model.uid, settings.model.gid)
         except OSError as exc:
             self.say(f"cannot prepare the results and archive directories: {exc}")
@@ -150,14 +166,18 @@ class Entrypoint:
             self.say(f"cannot learn the task's source tree from the daemon: {exc}")
             return self._fail_start(f"cannot learn the task's source tree from the daemon: {exc}")
         self.phase = "agent"
+        self.plugins.source = source
+        self.plugins.run_hook("before-agent")
         self.agent = self._agent_phase(source)
+        self.plugins.run_hook("after-agent")
         ended = self._end_agent_phase()
         if self.wakeup.stopping:
             return self._stopped()
         self.phase = "grading"
-        self._evaluate(self.agent, prepare_early=ended)
+        self._evaluate(self.agent, prepare_early=self._before_grading(ended))
         if self.wakeup.stopping:
             return self._stopped()
+        self.plugins.run_hook("after-grading", guard=settings.results_dir / contract.RESULT_FILE)
         self._finish()
         code = self.agent.exit_code if self.agent.exit_code is not None else 1
         if settings.keep_alive and not self.wakeup.stopping:
@@ -178,6 +198,7 @@ class Entrypoint:
     def _agent_phase(self, source: str) -> AgentOutcome:
         log = open_log(self.settings.results_dir, "agent.log")
         try:
+            self.plugins.start_beside("on-agent")
             self.mark("agent started")
             return run_agent(
                 self.settings,
@@ -187,8 +208,10 @@ class Entrypoint:
                 log=log,
                 out=self.out,
                 say=self.say,
+                beside=self.plugins,
             )
         finally:
+            self.plugins.end_beside("the agent phase ended")
             os.close(log)
 
     def _end_agent_phase(self) -> bool:
@@ -262,7 +285,7 @@ class Entrypoint:
         # evaluator starts (see `_ask_to_prepare_grading`).
         early = self._ask_to_prepare_grading() if prepare_early else None
         budget = settings.evaluator_budget(self._check_count())
-        log = open_log(settings.results_dir, "evaluator.log")
+        log = open_log(settings.results_dir, contract.EVALUATOR_LOG)
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_fd, False)
         try:
@@ -287,6 +310,7 @@ class Entrypoint:
             return
         os.close(write_fd)
         self.say(f"evaluator started: pid {proc.pid}, time limit {budget:g} s")
+        self.plugins.start_beside("on-grading")
         # Reading the grade needs ssebench.spec, which the entrypoint does not load at
         # start-up; loading it now, while the evaluator works, saves that pause after it.
         importlib.import_module("ssebench.spec")
@@ -302,10 +326,14 @@ class Entrypoint:
                 signal_group(proc.pid, signal.SIGKILL)
                 self.children.wait(proc, 5.0, self.wakeup)
                 break
-            if self.wakeup.wait(
-                min(1.0, deadline - time.monotonic()), [read_fd] if relay.open else []
-            ):
+            readable = self.wakeup.wait(
+                min(1.0, deadline - time.monotonic()),
+                ([read_fd] if relay.open else []) + self.plugins.fds(),
+            )
+            if read_fd in readable:
                 relay.pump()
+            self.plugins.service(readable)
+        self.plugins.end_beside("grading ended")
         relay.drain(self.wakeup, 1.0)
         relay.finish()
         if early is not None:
@@ -320,17 +348,34 @@ class Entrypoint:
                 self._write_error(
                     f"the evaluator did not finish within {budget:g} s "
                     f"(+{settings.evaluator_grace:g} s): killed",
-                    log_tail(settings.results_dir, "evaluator.log"),
+                    log_tail(settings.results_dir, contract.EVALUATOR_LOG),
                     evaluator_timeout=True,
                 )
         elif not self._has_grade():
             self.say(f"the evaluator exited with status {proc.returncode} and left no grade")
             self._write_error(
                 f"the evaluator exited with status {proc.returncode} without writing a grade",
-                log_tail(settings.results_dir, "evaluator.log"),
+                log_tail(settings.results_dir, contract.EVALUATOR_LOG),
             )
         else:
             self.say(f"evaluator finished: status {proc.returncode}")
+
+    def _before_grading(self, ended: bool) -> bool:
+        """Run the `before-grading` plugins once the daemon has taken the agent's diff
+        (nothing they do to the tree is graded).
+
+        Returns:
+            Whether the evaluator should still ask early for grading to be prepared.
+        """
+        if not self.plugins.of("before-grading"):
+            return ended
+        if ended and (asked := self._ask_to_prepare_grading()) is not None:
+            with contextlib.suppress(OSError):
+                asked.settimeout(PREPARE_WAIT)
+                asked.recv(1)  # the answer begins: the diff is taken
+            asked.close()
+        self.plugins.run_hook("before-grading")
+        return False
 
     def _ask_to_prepare_grading(self) -> socket.socket | None:
         """Send `POST /prepare_grading` now, without waiting for the answer.
@@ -355,7 +400,7 @@ class Entrypoint:
         from ssebench.spec import DecodeError, Result, read_json
 
         try:
-            read_json(self.settings.results_dir / RESULT_FILE, Result)
+            read_json(self.settings.results_dir / contract.RESULT_FILE, Result)
         except DecodeError:
             return False
         return True
@@ -389,7 +434,7 @@ class Entrypoint:
         try:
             write_result(self.settings.results_dir, result)
         except OSError as exc:
-            self.say(f"cannot write {RESULT_FILE}: {exc}")
+            self.say(f"cannot write {contract.RESULT_FILE}: {exc}")
 
     def _finish(self, *, stop_services: bool | None = None) -> None:
         """Stop the services (unless kept), hand the files over, write the marker.
@@ -406,6 +451,7 @@ class Entrypoint:
         status = "unknown"
         with contextlib.suppress(Exception):
             status = self._status()
+        self.plugins.write(self.phase, self.owner)
         self._kill_model()  # before the hand-over too: nothing of model's races it
         for directory, include_self in (
             (settings.results_dir, False),
@@ -438,7 +484,7 @@ class Entrypoint:
     def _kill_model(self) -> None:
         """Kill every `model` process once more, before the hand-over and the `.graded` marker.
 
-        Integrity rule (DESIGN.md §4): `model` is killed again after every step
+        Integrity rule (docs/integrity.md): `model` is killed again after every step
         that could start its code, until `.graded` is written; after the marker
         a kept run may start shells as `model` (`runs exec`).
         """
@@ -446,7 +492,7 @@ class Entrypoint:
         if os.geteuid() != 0 or model.uid in (0, os.geteuid()):
             return
         try:
-            killed = kill_user(model.uid, model.gid, self.children)
+            killed = kill_user(model, between=self.children.reap)
         except (RuntimeError, ValueError) as exc:  # e.g. a process stuck in the kernel
             self.say(f"cannot end every process of {model.name} before the marker: {exc}")
             return
@@ -456,7 +502,9 @@ class Entrypoint:
     def _status(self) -> str:
         from ssebench.spec import Result, read_json
 
-        return read_json(self.settings.results_dir / RESULT_FILE, Result).patch_result.status
+        return read_json(
+            self.settings.results_dir / contract.RESULT_FILE, Result
+        ).patch_result.status
 
     def refuse(self, message: str) -> int:
         """Settings the run cannot start with: record why, hand over, exit 2.

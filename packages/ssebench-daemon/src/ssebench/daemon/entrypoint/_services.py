@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
-from ssebench.daemon.entrypoint._contract import contract
 from ssebench.daemon.entrypoint._files import log_tail, open_log
 from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
 from ssebench.daemon.entrypoint._settings import Settings
+from ssebench.spec import contract
 
 POLL: float = 0.01
 """Seconds between readiness probes."""

@@ -1,9 +1,8 @@
-"""The entrypoint's settings: the agent command (argv), the environment and the contract."""
+"""The entrypoint's settings: the agent command (argv), the environment (read by
+`ssebench.daemon._environ`) and the contract."""
 
 from __future__ import annotations
 
-import math
-import pwd
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,9 +10,19 @@ from pathlib import Path
 from typing import Final
 
 from ssebench.daemon._budget import grading_budget
-from ssebench.daemon.entrypoint._contract import contract
+from ssebench.daemon._environ import (
+    agent_socket,
+    archive_dir,
+    parse_check_timeout,
+    parse_pids_limit,
+    parse_seconds,
+    results_dir,
+)
+from ssebench.daemon._errors import ConfigError
+from ssebench.daemon._users import Identity, model_identity
+from ssebench.spec import contract
 
-DEFAULT_TIMEOUT: Final = 3600.0
+DEFAULT_TIMEOUT: Final = float(contract.DEFAULT_AGENT_TIMEOUT)
 """The agent's time limit when `TIMEOUT` is unset."""
 
 START_TIMEOUT: Final = 120.0
@@ -39,20 +48,6 @@ MCP_HOST: Final = "127.0.0.1"
 """The MCP server listens on the loopback only: other containers must not call it."""
 
 
-class SettingsError(Exception):
-    """The entrypoint cannot run as configured; the message says what to fix."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelUser:
-    """The agent's account."""
-
-    name: str
-    uid: int
-    gid: int
-    home: str
-
-
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything the entrypoint reads from its command line, environment and image."""
@@ -67,8 +62,8 @@ class Settings:
     start_daemon: bool = True
     mcp_host: str = MCP_HOST
     mcp_port: int = contract.MCP_PORT
-    model: ModelUser = field(
-        default_factory=lambda: ModelUser(
+    model: Identity = field(
+        default_factory=lambda: Identity(
             name=contract.MODEL_USER,
             uid=contract.MODEL_UID,
             gid=contract.MODEL_UID,
@@ -81,6 +76,9 @@ class Settings:
     mcp_argv: Sequence[str] = ()
     evaluator_argv: Sequence[str] = ()
     check_timeout: float = float(contract.DEFAULT_CHECK_TIMEOUT)
+    pids_limit: int | None = None
+    """The run's process limit (`SSE_PIDS_LIMIT`), held by `ssebench.daemon._pids`; None:
+    not held here."""
     start_timeout: float = START_TIMEOUT
     evaluator_timeout: float | None = None
     """A fixed time limit for the evaluator (tests); None: `evaluator_budget` sizes it."""
@@ -95,7 +93,7 @@ class Settings:
         Why not `TIMEOUT`, as before: the agent's limit says nothing about how long the
         project's checks take, and a budget below the sum of the checks' limits let a
         patch whose PoC hangs spend it, which graded the run `error` instead of
-        `failed` (DESIGN.md §4: nothing the agent does turns `failed` into `error`).
+        `failed` (docs/integrity.md: nothing the agent does turns `failed` into `error`).
         The evaluator hands each check its share of this budget and the daemon stops
         the check there, so the budget is only spent by the harness itself.
 
@@ -146,42 +144,6 @@ class Settings:
         ]
 
 
-def parse_timeout(
-    value: str | None, name: str = contract.ENV_TIMEOUT, default: float = DEFAULT_TIMEOUT
-) -> float:
-    """A time limit from the environment: `TIMEOUT` (the agent's; unset means an hour)
-    or, with `name` and `default`, another such as `SSE_CHECK_TIMEOUT`.
-
-    Raises:
-        SettingsError: not a positive number.
-    """
-    if value is None or value == "":
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise SettingsError(
-            f"{name}={value!r} is not a time limit: use a positive number of seconds"
-        )
-    return seconds
-
-
-def lookup_model() -> ModelUser:
-    """The `model` account from the image's passwd, or the contract's ids when it is missing."""
-    try:
-        entry = pwd.getpwnam(contract.MODEL_USER)
-    except KeyError:
-        return ModelUser(
-            name=contract.MODEL_USER,
-            uid=contract.MODEL_UID,
-            gid=contract.MODEL_UID,
-            home=f"/home/{contract.MODEL_USER}",
-        )
-    return ModelUser(name=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid, home=entry.pw_dir)
-
-
 def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
     """The settings of a container run.
 
@@ -193,29 +155,28 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         The settings.
 
     Raises:
-        SettingsError: no agent command, a bad `TIMEOUT` or `SSE_CHECK_TIMEOUT`, or
-            `model` is root.
+        ConfigError: no agent command, a bad `TIMEOUT`, `SSE_CHECK_TIMEOUT` or
+            `SSE_PIDS_LIMIT`, or `model` is root.
     """
     if not argv:
-        raise SettingsError("no agent command: give it as the image's CMD or on the command line")
-    agent_socket = environ.get(contract.ENV_DAEMON_SOCKET) or contract.SANDBOX_DAEMON_SOCKET
-    model = lookup_model()
+        raise ConfigError("no agent command: give it as the image's CMD or on the command line")
+    socket = agent_socket(environ)
+    model = model_identity()
     if model.uid == 0:
-        raise SettingsError(f"the {model.name!r} account must not be root")
+        raise ConfigError(f"the {model.name!r} account must not be root")
     return Settings(
         agent_command=list(argv),
-        timeout=parse_timeout(environ.get(contract.ENV_TIMEOUT)),
-        check_timeout=parse_timeout(
-            environ.get(contract.ENV_CHECK_TIMEOUT),
-            contract.ENV_CHECK_TIMEOUT,
-            float(contract.DEFAULT_CHECK_TIMEOUT),
+        timeout=parse_seconds(
+            contract.ENV_TIMEOUT, environ.get(contract.ENV_TIMEOUT), DEFAULT_TIMEOUT
         ),
+        check_timeout=parse_check_timeout(environ.get(contract.ENV_CHECK_TIMEOUT)),
+        pids_limit=parse_pids_limit(environ.get(contract.ENV_PIDS_LIMIT)),
         keep_alive=environ.get(contract.ENV_KEEP_ALIVE, "").strip() in ("1", "true", "yes"),
-        results_dir=Path(environ.get(contract.ENV_RESULTS) or contract.RESULTS_DIR),
-        archive_dir=Path(environ.get(contract.ENV_ARCHIVE) or contract.ARCHIVE_DIR),
-        agent_socket=agent_socket,
+        results_dir=results_dir(environ),
+        archive_dir=archive_dir(environ),
+        agent_socket=socket,
         # Sidecar mode: the daemon runs in the task container; only its sockets are here.
-        start_daemon=agent_socket != contract.SIDECAR_DAEMON_SOCKET,
+        start_daemon=socket != contract.SIDECAR_DAEMON_SOCKET,
         model=model,
         environ=dict(environ),
     )

@@ -2,15 +2,14 @@
 
 `python -m ssebench.daemon.evaluator` runs prepare_grading, then build (a
 failure stops), every PoC, the function tests and the intent tests, and
-writes `result.json` (DESIGN.md §7) atomically and `source.tar.gz`.
+writes `result.json` (docs/results.md) atomically and `source.tar.gz`.
 """
 
-from ssebench.daemon.evaluator._files import RESULT_FILE, SOURCE_ARCHIVE, write_result
+from ssebench.daemon.evaluator._files import SOURCE_ARCHIVE, write_result
 from ssebench.daemon.evaluator._grading import Deadline, Grade, GradingApi, grade
 from ssebench.daemon.evaluator._main import EvaluatorOptions, crash_result, evaluate, main
 
 __all__ = [
-    "RESULT_FILE",
     "SOURCE_ARCHIVE",
     "Deadline",
     "EvaluatorOptions",

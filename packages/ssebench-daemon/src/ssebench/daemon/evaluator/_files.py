@@ -5,7 +5,7 @@ through a link) in the same directory and renamed over its final name, so a
 reader sees the old file or the whole new one.
 
 `source.tar.gz` holds the agent's tree, which reaches the host: it is tamed
-as DESIGN.md §4 asks ("What reaches the host is tamed"): every member owned
+as docs/integrity.md asks ("What reaches the host is tamed"): every member owned
 by root (uid/gid 0, no names), no setuid/setgid/sticky or group/other write
 bit, member names relative without `..`, and no link that leads out of the
 archived tree, so extracting it (as root, with any tool) creates nothing
@@ -14,19 +14,15 @@ outside its folder, nothing privileged, and no way out.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import stat
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
-from ssebench.spec import Result, encode_json
-
-RESULT_FILE: Final = "result.json"
-"""The grade's file name in the results directory."""
+from ssebench.spec import Result, contract, encode_json
+from ssebench.spec.atomic import atomic_file
 
 SOURCE_ARCHIVE: Final = "source.tar.gz"
 """The agent's tree, as it was when grading started."""
@@ -39,37 +35,6 @@ MAX_ARCHIVED_TOTAL: Final = 512 * 1024 * 1024
 
 ARCHIVED_MODE_MASK: Final = 0o755
 """The permission bits a member keeps: no setuid/setgid/sticky, no group or other write."""
-
-
-@contextlib.contextmanager
-def atomic_file(directory: Path, name: str, *, mode: int = 0o600) -> Iterator[BinaryIO]:
-    """Open a temporary file beside `directory/name`; on success it replaces `name`.
-
-    Args:
-        directory: where the file goes (never followed through a link at its last step).
-        name: the final name.
-        mode: the file's permissions.
-
-    Yields:
-        The open file.
-
-    Raises:
-        OSError: the file cannot be created or renamed (the temporary one is removed).
-    """
-    temporary = directory / f".{name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(
-        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
-    )
-    try:
-        with os.fdopen(fd, "wb") as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        temporary.replace(directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
 
 
 def write_result(results_dir: Path, result: Result) -> Path:
@@ -85,9 +50,9 @@ def write_result(results_dir: Path, result: Result) -> Path:
     Raises:
         OSError: it cannot be written.
     """
-    with atomic_file(results_dir, RESULT_FILE) as file:
+    with atomic_file(results_dir / contract.RESULT_FILE) as file:
         file.write(encode_json(result, pretty=True))
-    return results_dir / RESULT_FILE
+    return results_dir / contract.RESULT_FILE
 
 
 def link_stays_inside(name: str, target: str) -> bool:
@@ -160,7 +125,7 @@ def write_source_archive(source: Path, results_dir: Path) -> tuple[Path, list[st
     # never `.` or `..`, never through a link (links are not entered).
     top = source.name if source.name not in ("", ".", "..") else "source"
     with (
-        atomic_file(results_dir, SOURCE_ARCHIVE) as file,
+        atomic_file(results_dir / SOURCE_ARCHIVE) as file,
         tarfile.open(fileobj=file, mode="w:gz", compresslevel=6) as tar,
     ):
         _add_tree(tar, source, top, keep)

@@ -1,6 +1,6 @@
 """Grading over the admin socket: prepare_grading, build, every PoC, function and intent tests.
 
-The order is DESIGN.md §7's: a failing build stops grading (nothing else can
+The order is docs/results.md's: a failing build stops grading (nothing else can
 say anything about the patch); every PoC runs, each on its own, in the
 build's copy; then the project's tests and the hidden ones. A check the
 task lacks is not run and stays null.
@@ -8,7 +8,7 @@ task lacks is not run and stays null.
 Each check is sent with its own time limit, its share of what is left of the
 evaluator's budget (`Deadline.check_limit`); the daemon stops it there, and a
 check that did not finish is that check failing. Nothing the agent does
-turns `failed` into `error` (DESIGN.md §4): `error` is left to the harness —
+turns `failed` into `error` (docs/integrity.md): `error` is left to the harness —
 a daemon that refuses, breaks the protocol or stops answering, a crash, a
 budget spent by the harness itself.
 """
@@ -30,6 +30,7 @@ from ssebench.daemon._budget import (
 )
 from ssebench.daemon._client import (
     DaemonConnectionError,
+    DaemonDiffTooLargeError,
     DaemonPatchDidNotApplyError,
     DaemonProtocolError,
     DaemonRefusedError,
@@ -87,7 +88,7 @@ class Deadline:
     """The evaluator's budget, handed out to each request: a check gets an equal share of
     what is left over the checks still to run, at most the check limit.
 
-    Rule enforced (DESIGN.md §4): nothing the agent does turns `failed` into `error`.
+    Rule enforced (docs/integrity.md): nothing the agent does turns `failed` into `error`.
     A check that hangs is stopped by the daemon at its share and answered as timed
     out, which grades it failed; the checks after it still get their share, because
     each check takes at most its limit plus the daemon's margin, and so never more
@@ -351,8 +352,8 @@ def grade(
         else:
             result.infrastructure_error = True
             result.fail(f"grading lost the daemon: {exc}")
-    except (DaemonPatchDidNotApplyError, DaemonTreeUnreadableError) as exc:
-        # Nothing the agent does turns `failed` into `error` (DESIGN.md §4): a diff that
+    except (DaemonPatchDidNotApplyError, DaemonTreeUnreadableError, DaemonDiffTooLargeError) as exc:
+        # Nothing the agent does turns `failed` into `error` (docs/integrity.md): a diff that
         # cannot be applied or read is the agent's, not the harness's.
         result.patch_refused = True
         result.fail(f"the agent's diff cannot be graded: {exc.detail}")

@@ -82,7 +82,7 @@ def evaluate(
             runtime_result=_runtime(options, evaluator_timeout=found.timed_out),
         )
         write_result(options.results_dir, result)
-        say(f"wrote {options.results_dir / 'result.json'}: {result.patch_result.status}")
+        say(f"wrote {options.results_dir / contract.RESULT_FILE}: {result.patch_result.status}")
         if options.source_archive and archive.ident is None:
             archive.start()  # grading stopped before it was prepared
     finally:

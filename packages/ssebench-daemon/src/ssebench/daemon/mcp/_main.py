@@ -12,9 +12,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ssebench.daemon._config import parse_check_timeout, parse_difficulty
+from ssebench.daemon._environ import parse_check_timeout, parse_difficulty
 from ssebench.daemon._errors import ConfigError
-from ssebench.daemon._listening import bind_tcp
+from ssebench.daemon.server._listening import bind_tcp
 from ssebench.spec import contract
 
 DEFAULT_HOST = "127.0.0.1"

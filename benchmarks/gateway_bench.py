@@ -1,0 +1,124 @@
+"""The model gateway's cost: overhead per call and start time, measured in the same run.
+
+    uv run python benchmarks/gateway_bench.py [--calls N]
+
+1. Overhead per call: a scripted model (`ssebench.runner.scripted`) answers
+   chat completions on this host; N calls go to it directly and N through the
+   gateway with a run key (taking turns, after warm-up calls). Reported: both
+   medians and their difference (target: <= 20 ms), and the gateway
+   container's CPU time per call (from the engine's stats), which a loaded
+   machine changes far less than it changes the latency; with the machine's
+   load average, since this machine's cores are shared.
+2. Start time: the gateway's container removed and started again; the seconds
+   until its liveness route answers (the image already built).
+
+Needs root, a Docker engine and the base image; uses its own gateway name
+(`<registry>-gateway-bench`) and removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import docker
+
+from ssebench.backends.docker import DockerGateway, gateway_name
+from ssebench.runner.scripted import ScriptedModel, load_script
+from ssebench.spec import ModelEntry, ModelsFile
+
+KEY_ENV = "SSEBENCH_BENCH_PROVIDER_KEY"
+
+
+def _call(url: str, key: str) -> float:
+    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]})
+    request = urllib.request.Request(  # noqa: S310 (our own http:// URLs)
+        f"{url}/v1/chat/completions",
+        data=body.encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310
+        answer.read()
+        assert answer.status == 200
+    return time.perf_counter() - started
+
+
+def _cpu_ms(client: docker.DockerClient, name: str) -> float:
+    """CPU time the container has used, in milliseconds."""
+    stats = client.api.stats(name, stream=False)
+    return float(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    calls = parser.parse_args().calls
+    os.environ[KEY_ENV] = "sk-bench-provider"
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "script.json"
+        script.write_text(json.dumps({"replies": [{"content": "ok", "prompt_tokens": 10}]}))
+        upstream = ScriptedModel(load_script(script), host="0.0.0.0").start()  # noqa: S104
+    client = docker.from_env()
+    gateway = DockerGateway(client, name=gateway_name() + "-bench")
+    try:
+        models = ModelsFile(
+            models={
+                "scripted": ModelEntry(
+                    litellm={
+                        "model": "openai/scripted",
+                        "api_base": f"http://host.docker.internal:{upstream.port}/v1",
+                        "input_cost_per_token": 1e-6,
+                        "output_cost_per_token": 1e-6,
+                    },
+                    key_env=KEY_ENV,
+                )
+            }
+        )
+        gateway.up(models)
+        gateway.down(keep_config=True)
+        started = time.monotonic()
+        gateway.up(models)
+        start_seconds = time.monotonic() - started
+        proxy = f"http://{gateway.host_address()}:4000"
+        direct = f"http://127.0.0.1:{upstream.port}"
+        key = gateway.open_key("bench", ["scripted"], None)
+        for _ in range(10):
+            _call(proxy, key)
+            _call(direct, "sk-bench-provider")
+        via, straight = [], []
+        load_before = os.getloadavg()[0]
+        cpu_before = _cpu_ms(client, gateway.name)
+        for _ in range(calls):
+            via.append(_call(proxy, key))
+            straight.append(_call(direct, "sk-bench-provider"))
+        time.sleep(1)  # the calls' callbacks (spend) run just after each answer
+        cpu_per_call = (_cpu_ms(client, gateway.name) - cpu_before) / calls
+        load_after = os.getloadavg()[0]
+        gateway.close_key("bench")
+    finally:
+        gateway.down()
+        upstream.close()
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_network(gateway.egress_network)
+    m_via, m_direct = statistics.median(via) * 1000, statistics.median(straight) * 1000
+    print(f"calls: {calls} each way")
+    print(f"median direct:        {m_direct:8.2f} ms")
+    print(f"median via gateway:   {m_via:8.2f} ms")
+    print(f"overhead per call:    {m_via - m_direct:8.2f} ms (target <= 20 ms)")
+    print(f"ratio:                {m_via / m_direct:8.2f}")
+    print(f"gateway CPU per call: {cpu_per_call:8.2f} ms")
+    cores = os.cpu_count()
+    print(f"load average (1 min): {load_before:8.2f} before, {load_after:.2f} after, {cores} cores")
+    print(f"gateway start:        {start_seconds:8.2f} s (container created until it answers)")
+
+
+if __name__ == "__main__":
+    main()

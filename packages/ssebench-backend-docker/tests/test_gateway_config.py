@@ -1,0 +1,47 @@
+"""LiteLLM's configuration as the gateway writes it (no engine needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssebench.backends.docker._gateway import gateway_config
+from ssebench.spec import ModelEntry, ModelsFile
+
+
+def test_prices_go_to_model_info_so_litellm_registers_them_once_not_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SSEBENCH_TEST_KEY", "sk-provider")
+    litellm = {
+        "model": "openai/m",
+        "api_base": "http://upstream/v1",
+        "input_cost_per_token": 1e-6,
+        "output_cost_per_token": 2e-6,
+        "cache_read_input_token_cost": 5e-7,
+    }
+    models = ModelsFile(
+        models={
+            "m": ModelEntry(litellm=litellm, key_env="SSEBENCH_TEST_KEY"),
+            "free": ModelEntry(litellm={"model": "openai/free"}),
+            "keyless": ModelEntry(litellm={"model": "openai/x"}, key_env="SSEBENCH_UNSET_KEY"),
+        }
+    )
+    monkeypatch.delenv("SSEBENCH_UNSET_KEY", raising=False)
+    config = gateway_config(models, "sk-master")
+    assert config["model_list"] == [
+        {"model_name": "free", "litellm_params": {"model": "openai/free"}},
+        {
+            "model_name": "m",
+            "litellm_params": {
+                "model": "openai/m",
+                "api_base": "http://upstream/v1",
+                "api_key": "sk-provider",
+            },
+            "model_info": {
+                "input_cost_per_token": 1e-6,
+                "output_cost_per_token": 2e-6,
+                "cache_read_input_token_cost": 5e-7,
+            },
+        },
+    ]
+    assert config["general_settings"]["master_key"] == "sk-master"

@@ -1,0 +1,169 @@
+"""`ssebench dataset verify`: the verdict on a task's reference and dummy runs, and the
+demo dataset verified for real (docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from ssebench.runner._verify import verify_task
+from ssebench.spec import PatchResult, RunConfig, RuntimeResult, Summary, Task, load_dataset
+
+from .conftest import write_task
+
+Cli = Callable[..., Result]
+
+HOME = Path(__file__).parents[3]
+DEMO = HOME / "datasets" / "demo"
+
+
+def demo_task(task_id: str = "pyarchive-path-traversal") -> Task:
+    return next(task for task in load_dataset(DEMO) if task.id == task_id)
+
+
+def run(agent: str, outcome: str, **grade: object) -> Summary:
+    status = outcome if outcome in ("passed", "failed") else "error"
+    return Summary(
+        task="t",
+        config=RunConfig(
+            agent=agent,
+            model="none",
+            mode="sandbox",
+            backend="docker",
+            difficulty=2,
+            timeout=60,
+            egress="restricted",
+            reference_run=agent == "reference",
+            keep=False,
+        ),
+        patch_result=PatchResult(status=status, **grade),  # type: ignore[arg-type]
+        runtime_result=RuntimeResult(),
+        run_id=f"{agent}-run",
+        started_at="2026-01-01T00:00:00Z",
+        outcome=outcome,  # type: ignore[arg-type]
+    )
+
+
+GOOD = {"build_success": True, "func_test_success": True, "intent_test_success": True}
+
+
+def test_a_sound_task_passes_with_the_reference_and_fails_every_poc_with_dummy() -> None:
+    verdict = verify_task(
+        demo_task(),
+        {
+            "reference": (run("reference", "passed", pov_passed=2, pov_total=2, **GOOD), None),
+            "dummy": (run("dummy", "failed", pov_passed=0, pov_total=2, **GOOD), None),
+        },
+    )
+
+    assert verdict.sound and verdict.problems == []
+    assert [(each.agent, each.outcome, each.pocs) for each in verdict.runs] == [
+        ("reference", "passed", "2/2"),
+        ("dummy", "failed", "0/2"),
+    ]
+
+
+def test_each_way_a_task_can_grade_wrong_is_a_problem() -> None:
+    verdict = verify_task(
+        demo_task(),
+        {
+            # The reference patch leaves the intent tests failing...
+            "reference": (
+                run(
+                    "reference",
+                    "failed",
+                    build_success=True,
+                    pov_passed=2,
+                    pov_total=2,
+                    func_test_success=True,
+                    intent_test_success=False,
+                ),
+                None,
+            ),
+            # ...and one PoC does not trigger the bug on the unchanged project.
+            "dummy": (run("dummy", "failed", pov_passed=1, pov_total=2, **GOOD), None),
+        },
+    )
+
+    assert not verdict.sound
+    assert verdict.problems == [
+        "reference patch does not pass: outcome failed",
+        "reference patch: the intent tests do not pass",
+        "the unchanged project: 1/2 PoCs pass; each of the 2 PoCs must trigger the bug (fail)",
+    ]
+
+
+def test_a_run_that_was_not_recorded_or_broke_the_grader_makes_the_task_broken() -> None:
+    verdict = verify_task(
+        demo_task(),
+        {
+            "reference": (None, "the case image cannot be built: no such file"),
+            "dummy": (run("dummy", "grader_error", error_msg="run.sh cannot start"), None),
+        },
+    )
+
+    assert verdict.problems == [
+        "reference run not recorded: the case image cannot be built: no such file",
+        "the unchanged project does not fail: outcome grader_error (run.sh cannot start)",
+        "the unchanged project: None/None PoCs pass; each of the 2 PoCs must trigger the bug "
+        "(fail)",
+    ]
+
+
+@pytest.mark.docker
+def test_verify_passes_both_demo_tasks(tmp_path: Path) -> None:
+    # A process of its own, as a task author runs it: real images, real containers.
+    env = {**os.environ, "SSEBENCH_HOME": str(HOME)}
+    env.pop("SSEBENCH_AGENT_PATH", None)
+    outcome = subprocess.run(
+        [str(Path(sys.executable).parent / "ssebench"), "dataset", "verify", "-j", "2", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+
+    assert outcome.returncode == 0, outcome.stderr[-3000:]
+    verdicts = {entry["id"]: entry for entry in json.loads(outcome.stdout)}
+    assert sorted(verdicts) == ["pyarchive-path-traversal", "tlvkit-heap-overflow"]
+    for verdict in verdicts.values():
+        assert verdict["sound"] and verdict["problems"] == []
+        runs = {each["agent"]: each for each in verdict["runs"]}
+        assert runs["reference"]["outcome"] == "passed"
+        assert runs["dummy"]["outcome"] == "failed"
+        assert runs["dummy"]["pocs"] == "0/2"
+        assert runs["reference"]["pocs"] == "2/2"
+
+
+def test_a_task_validate_finds_broken_is_reported_broken_without_a_run(
+    home: Path, cli: Cli, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "broken"
+    dataset.mkdir()
+    (dataset / "dataset.yaml").write_text('version: "1"\n')
+    (write_task(dataset, "no-poc") / "sse" / "pocs" / "one.bin").unlink()
+
+    outcome = cli("dataset", "verify", "--local", str(dataset), "--json")
+
+    assert outcome.exit_code == 1
+    [verdict] = json.loads(outcome.stdout)
+    assert verdict["id"] == "no-poc" and not verdict["sound"] and verdict["runs"] == []
+    assert "sse/pocs/one.bin (files.poc 'pocs/one.bin') is missing" in verdict["problems"]
+    assert "ssebench: task no-poc: sse/pocs/one.bin" in outcome.stderr
+    assert not (Path.cwd() / "results").exists()
+
+
+def test_verify_refuses_an_unknown_task_in_one_line(home: Path, cli: Cli) -> None:
+    outcome = cli("dataset", "verify", "--tasks", "nope")
+
+    assert outcome.exit_code == 1
+    assert outcome.stderr.startswith("ssebench: unknown task 'nope' in ")

@@ -1,0 +1,200 @@
+"""What can be known about a task before anything is built: its files and its Dockerfile.
+
+A task folder maps onto the case image's /ssebench as the task format says
+(docs/tasks.md): `sse/config.yaml` -> `config.yaml`, `sse/<script>` ->
+`scripts/<script>`, every other `sse/<path>` -> `<path>`. The config names its
+files by their /ssebench path; a listed file (a PoC, the reference patch, a
+script) missing from the task folder is reported here, by the folder's own
+path, before an image is built that would only show it missing inside.
+
+Builds have no network and nothing is pulled (docs/architecture.md), so a task
+written for the earlier SSEBench, whose Dockerfile starts from the earlier
+base images or clones its project from the internet, cannot build as it is:
+each such line is named with how to adapt it (docs/tasks.md).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from ssebench.spec._errors import UserError
+from ssebench.spec._task import CONFIG_PATH, Task, TaskConfig
+
+TASK_GUIDE: Final = "docs/tasks.md"
+"""The task authors' guide, relative to the home: how to adapt an earlier task."""
+
+BASE_IMAGE_ARG: Final = "SSEBENCH_BASE_IMAGE"
+"""The build argument naming the base image every case image starts from."""
+
+_BASE_REFERENCES: Final = frozenset({f"${{{BASE_IMAGE_ARG}}}", f"${BASE_IMAGE_ARG}"})
+_FETCH: Final = re.compile(
+    r"\b(git\s+(clone|fetch|pull|submodule|ls-remote)|curl|wget)\b.*(\w+://|git@)", re.DOTALL
+)
+_URL: Final = re.compile(r"^\w+://")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskCheck:
+    """One task folder of a dataset, loaded or not, with what is wrong with it (stays in
+    the process: `ssebench tasks list --json` prints its own listing)."""
+
+    id: str
+    folder: str
+    task: Task | None
+    """None when the config cannot be read (the reason is in `problems`)."""
+    problems: list[str]
+
+
+def folder_path(relative: str) -> str:
+    """The task folder's own path of a file named (relative to /ssebench) in the config."""
+    path = posixpath.normpath(relative)
+    if path == "config.yaml":
+        return str(CONFIG_PATH)
+    if path.startswith("scripts/"):
+        return posixpath.join("sse", path.removeprefix("scripts/"))
+    return posixpath.join("sse", path)
+
+
+def _listed_files(config: TaskConfig) -> Iterator[tuple[str, str]]:
+    scripts, files = config.scripts, config.files
+    for key, path in (
+        ("scripts.build", scripts.build),
+        ("scripts.run", scripts.run),
+        ("scripts.test", scripts.test),
+        ("files.patch", files.patch),
+        ("files.future_test", files.future_test),
+    ):
+        if path:
+            yield key, path
+    for path in files.poc:
+        yield "files.poc", path
+    for path in config.task_description.crash_report:
+        yield "task_description.crash_report", path
+
+
+def missing_files(folder: Path, config: TaskConfig) -> list[str]:
+    """One line for each file the config names that the task folder does not hold."""
+    found = []
+    for key, path in _listed_files(config):
+        where = folder_path(path)
+        if where.startswith("sse/../") or not (folder / where).is_file():
+            found.append(f"{where} ({key} {path!r}) is missing")
+    return found
+
+
+def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, instruction in upper case, its arguments) of a Dockerfile."""
+    start, parts = 0, list[str]()
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not parts and (not stripped or stripped.startswith("#")):
+            continue
+        if parts and stripped.startswith("#"):
+            continue  # a comment inside a continued instruction
+        if not parts:
+            start = number
+        if stripped.endswith("\\"):
+            parts.append(stripped[:-1])
+            continue
+        parts.append(stripped)
+        words = " ".join(parts).split(None, 1)
+        parts = []
+        yield start, words[0].upper(), words[1] if len(words) > 1 else ""
+
+
+class FromLine(NamedTuple):
+    """One FROM of a Dockerfile."""
+
+    number: int
+    """Its line number."""
+    image: str
+    """The image as written (build arguments not yet substituted)."""
+    stage: str | None
+    """Its `AS` name, if any."""
+
+
+def from_lines(text: str) -> tuple[dict[str, str], list[FromLine]]:
+    """What a builder resolves to decide which images a Dockerfile needs: the defaults of
+    the ARGs before the first FROM (empty for an ARG without one), and each FROM."""
+    defaults: dict[str, str] = {}
+    froms: list[FromLine] = []
+    for number, instruction, arguments in _instructions(text):
+        words = [word for word in arguments.split() if not word.startswith("--")]
+        if instruction == "ARG" and words and not froms:
+            name, _, value = words[0].partition("=")
+            defaults[name] = value.strip("\"'")
+        elif instruction == "FROM" and words:
+            stage = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+            froms.append(FromLine(number, words[0], stage))
+    return defaults, froms
+
+
+def _cut(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def dockerfile_problems(text: str) -> list[str]:
+    """Each line of a case image's Dockerfile that cannot build offline, and how to adapt it.
+
+    A FROM may name `${SSEBENCH_BASE_IMAGE}`, `scratch` or an earlier stage; a RUN
+    may not fetch with git, curl or wget, nor an ADD from a URL.
+    """
+    found = []
+    stages: set[str] = set()
+    for number, instruction, arguments in _instructions(text):
+        words = [word for word in arguments.split() if not word.startswith("--")]
+        if instruction == "FROM" and words:
+            image = words[0]
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2].lower())
+            if image not in _BASE_REFERENCES and image.lower() not in {"scratch", *stages}:
+                found.append(
+                    f"Dockerfile line {number}: FROM {_cut(image)} is not the configured base "
+                    "image, and SSEBench never pulls: start from it with `ARG "
+                    f"{BASE_IMAGE_ARG}` and `FROM ${{{BASE_IMAGE_ARG}}}`, installing the "
+                    f"toolchain from the distribution's packages ({TASK_GUIDE})"
+                )
+        elif instruction == "RUN" and _FETCH.search(arguments):
+            found.append(
+                f"Dockerfile line {number}: RUN {_cut(arguments)} fetches from the network, "
+                "which builds do not have: put the sources in the task folder (the build "
+                f"context) and COPY them ({TASK_GUIDE})"
+            )
+        elif instruction == "ADD" and any(_URL.match(word) for word in words[:-1]):
+            found.append(
+                f"Dockerfile line {number}: ADD from a URL fetches from the network, which "
+                "builds do not have: put the file in the task folder and COPY it "
+                f"({TASK_GUIDE})"
+            )
+    return found
+
+
+def task_problems(task: Task) -> list[str]:
+    """Everything wrong with a loaded task that shows before a build: missing files, and
+    Dockerfile lines that cannot build offline; empty when there is nothing."""
+    folder = Path(task.folder)
+    found = missing_files(folder, task.config)
+    try:
+        text = (folder / "Dockerfile").read_text(errors="replace")
+    except OSError as exc:
+        found.append(f"Dockerfile cannot be read: {exc.strerror or exc}")
+    else:
+        found += dockerfile_problems(text)
+    return found
+
+
+def check_task_files(task: Task) -> None:
+    """Refuse a task whose folder lacks a file its config names (`missing_files`).
+
+    Raises:
+        UserError: one line naming the task and each missing file.
+    """
+    missing = missing_files(Path(task.folder), task.config)
+    if missing:
+        raise UserError(f"task {task.id} ({task.folder}): " + "; ".join(missing))

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+bash -n check.sh

@@ -1,0 +1,169 @@
+"""The model gateway's tests: one real proxy per session, a scripted model as its provider.
+
+The scripted model (`ssebench.runner.scripted`) listens on every address of this
+host; the proxy reaches it as `host.docker.internal`. Each call costs
+`CALL_COST`: the script's usage (100 prompt, 50 completion tokens) times the
+prices in the models file. The proxy is started once (it takes seconds) and
+removed at the end with its network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from ssebench.backends.docker import DockerGateway
+from ssebench.runner.scripted import ScriptedModel, load_script
+from ssebench.spec import MODELS_ENV, load_models
+
+PROMPT_TOKENS = 100
+COMPLETION_TOKENS = 50
+INPUT_PRICE = 1e-4
+OUTPUT_PRICE = 2e-4
+CALL_COST = PROMPT_TOKENS * INPUT_PRICE + COMPLETION_TOKENS * OUTPUT_PRICE  # 0.02
+RESERVATION = CALL_COST
+KEY_ENV = "SSEBENCH_TEST_PROVIDER_KEY"
+MODEL = "scripted"
+REPLY = "scripted reply: the bug is fixed"
+HOME = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The scripted model and the provider key the proxy must send it."""
+
+    model: ScriptedModel
+    provider_key: str
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    folder = tmp_path_factory.mktemp("scripted")
+    script = folder / "script.json"
+    reply = {
+        "content": REPLY,
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+    }
+    script.write_text(json.dumps({"replies": [reply]}))
+    model = ScriptedModel(load_script(script), host="0.0.0.0").start()
+    yield Upstream(model=model, provider_key="sk-provider-" + secrets.token_hex(16))
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def models_file(tmp_path_factory: pytest.TempPathFactory, upstream: Upstream) -> Iterator[Path]:
+    """A models.yaml naming the scripted model; SSEBENCH_MODELS and its key set for the session."""
+    path = tmp_path_factory.mktemp("models") / "models.yaml"
+    path.write_text(
+        f"budget: 1.0\nreservation: {RESERVATION}\nmodels:\n  {MODEL}:\n    litellm:\n"
+        f"      model: openai/{MODEL}\n"
+        f"      api_base: http://host.docker.internal:{upstream.model.port}/v1\n"
+        f"      input_cost_per_token: {INPUT_PRICE}\n"
+        f"      output_cost_per_token: {OUTPUT_PRICE}\n"
+        f"    key_env: {KEY_ENV}\n"
+    )
+    saved = {name: os.environ.get(name) for name in (MODELS_ENV, KEY_ENV)}
+    os.environ[MODELS_ENV] = str(path)
+    os.environ[KEY_ENV] = upstream.provider_key
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def gateway(
+    docker_client: docker.DockerClient, base_image: str, models_file: Path
+) -> Iterator[DockerGateway]:
+    """The proxy, up once for the session (built from images/proxy/ if needed)."""
+    models = load_models(models_file)
+    found = DockerGateway(docker_client, reservation=models.reservation)
+    found.up(models)
+    yield found
+    found.down()
+    with contextlib.suppress(docker.errors.NotFound):
+        docker_client.api.remove_network(found.egress_network)
+
+
+def proxy_url(gateway: DockerGateway) -> str:
+    """Where this host reaches the proxy."""
+    address = gateway.host_address()
+    assert address, "the gateway has no address on its egress network"
+    return f"http://{address}:4000"
+
+
+def ssebench() -> str:
+    """The `ssebench` command of this environment."""
+    script = Path(sys.executable).with_name("ssebench")
+    return str(script if script.exists() else shutil.which("ssebench") or "ssebench")
+
+
+@pytest.fixture
+def scripted(upstream: Upstream) -> Iterator[Upstream]:
+    """The session's scripted model, given back its own script after the test."""
+    original = upstream.model.script
+    yield upstream
+    upstream.model.use(original)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """A real agent's run against the scripted model, as `ssebench run --json` left it."""
+
+    summary: dict[str, Any]
+    run_dir: Path
+    calls: list[dict[str, Any]]
+    """What the scripted model answered during the run (usage per call)."""
+    dialog_lines: list[bytes]
+    """The lines of the run's archive/dialog.jsonl (none without one)."""
+
+
+def run_scripted_agent(
+    upstream: Upstream, tmp_path: Path, agent: str, task: str, script: Path | None, *options: str
+) -> AgentRun:
+    """Run `agent` on `task` through the gateway while the scripted model replays `script`
+    (None: the script it has)."""
+    if script is not None:
+        upstream.model.use(load_script(script))
+    before = len(upstream.model.served.calls)
+    run_id = f"{agent}-{secrets.token_hex(3)}"
+    done = subprocess.run(
+        [
+            *(ssebench(), "run", "--task", task, "--agent", agent, "--run-id", run_id),
+            *("--model", MODEL, "--json", *options),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "SSEBENCH_HOME": str(HOME)},
+        capture_output=True,
+        text=True,
+        timeout=2700,
+        check=False,
+    )
+    run_dir = tmp_path / "results" / task / MODEL / agent / run_id
+    assert done.returncode == 0, done.stderr[-3000:]
+    dialog = run_dir / "archive" / "dialog.jsonl"  # an agent that calls no model has none
+    lines = dialog.read_bytes().splitlines() if dialog.exists() else []
+    return AgentRun(json.loads(done.stdout), run_dir, upstream.model.served.calls[before:], lines)
+
+
+def priced(calls: list[dict[str, Any]]) -> float:
+    """What `calls` cost at the models file's prices."""
+    return sum(
+        c["usage"]["prompt_tokens"] * INPUT_PRICE + c["usage"]["completion_tokens"] * OUTPUT_PRICE
+        for c in calls
+    )

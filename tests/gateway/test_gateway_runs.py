@@ -1,0 +1,107 @@
+"""`ssebench run --model` end to end: a real run whose agent calls the scripted model."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+
+from ssebench.backends.docker import DockerGateway
+
+from .conftest import HOME, INPUT_PRICE, MODEL, OUTPUT_PRICE, Upstream, ssebench
+
+pytestmark = pytest.mark.docker
+
+TEST_AGENTS = HOME / "tests" / "agents"
+TASK = "pyarchive-path-traversal"
+
+
+@pytest.mark.parametrize("mode", ["sandbox", "sidecar"])
+def test_a_run_whose_budget_runs_out_is_graded_and_recorded_as_budget_exceeded(
+    mode: str,
+    gateway: DockerGateway,
+    upstream: Upstream,
+    tmp_path: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    run_id = "gwrun-" + secrets.token_hex(3)
+    before = len(upstream.model.served.calls)
+    done = subprocess.run(
+        [
+            *(ssebench(), "run", "--task", TASK, "--agent", "model-caller", "--run-id", run_id),
+            *("--model", MODEL, "--budget", "0.05", "--timeout", "300", "--json"),
+            *("--mode", mode),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "SSEBENCH_AGENT_PATH": str(TEST_AGENTS), "SSEBENCH_HOME": str(HOME)},
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    run_dir = tmp_path / "results" / TASK / MODEL / "model-caller" / run_id
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+
+    # Graded as usual (the agent changed nothing: the PoC still triggers), then the outcome.
+    assert summary["patch_result"]["status"] == "failed"
+    assert summary["outcome"] == "budget_exceeded"
+    calls = upstream.model.served.calls[before:]
+    assert len(calls) == 3  # admitted after spending 0, 0.02 and 0.04 of 0.05
+    priced = sum(
+        c["usage"]["prompt_tokens"] * INPUT_PRICE + c["usage"]["completion_tokens"] * OUTPUT_PRICE
+        for c in calls
+    )
+    assert summary["spend"] == pytest.approx(priced)
+    assert summary["usage"] == {
+        "calls": 3,
+        "prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in calls),
+        "completion_tokens": sum(c["usage"]["completion_tokens"] for c in calls),
+        "refused_for_budget": 1,
+    }
+    assert summary["config"]["model"] == MODEL and summary["config"]["budget"] == 0.05
+    assert summary["config"]["mode"] == mode
+    agent_log = (run_dir / "agent.log").read_text()
+    assert "call 4: 401" in agent_log
+    assert "the run's budget of $0.05 is used up" in agent_log
+    # The run's key was revoked when the run ended.
+    used = gateway.store.usage(run_id)
+    assert used is not None and used.spend == pytest.approx(priced)
+    assert used.revoked
+    # The provider key is in no file of the run directory (archives opened).
+    secret = upstream.provider_key.encode()
+    files = [path for path in run_dir.rglob("*") if path.is_file() and not path.is_symlink()]
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+        assert secret not in data, path
+    # Nor the run's own key: run.json has the environment's names only.
+    record = json.loads((run_dir / "run.json").read_text())
+    assert "SSE_API_KEY" in record["env_names"]
+    assert b"sk-ssebench-" not in (run_dir / "run.json").read_bytes()
+
+
+def test_proxy_status_shows_the_running_gateway_and_its_models(gateway: DockerGateway) -> None:
+    done = subprocess.run(
+        [ssebench(), "proxy", "status", "--json"],
+        env={**os.environ, "SSEBENCH_HOME": str(HOME)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["name"] == gateway.name and status["state"] == "running"
+    assert MODEL in status["models"]
+    assert status["address"] == f"{gateway.host_address()}:4000"
+    assert "sk-" not in done.stdout + done.stderr

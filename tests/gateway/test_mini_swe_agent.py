@@ -1,0 +1,197 @@
+"""mini-swe-agent (agents/mini-swe-agent, from PyPI) solving the demo tasks through the gateway.
+
+The session's scripted model replays a script of `scripts/model-scripts/mini-swe-agent/`
+per test: a fixing one per task (it looks, writes the fix whose text is in the script,
+runs the tests on a copy of the tree by its own shell, and submits), one that never
+fixes anything, and one that loops until the run's budget is spent. The real
+mini-swe-agent runs each one in a real container, as `model`, through the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from ssebench.backends.docker import DockerGateway
+from ssebench.spec import DialogEntry
+
+from .conftest import HOME, MODEL, Upstream, priced, run_scripted_agent
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3000)]
+
+AGENT = "mini-swe-agent"
+SCRIPTS = HOME / "scripts" / "model-scripts" / AGENT
+TASKS = ("pyarchive-path-traversal", "tlvkit-heap-overflow")
+FINISH = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+PROBE_PORT = 47819
+"""The port probes.json tries on this host and an outside address."""
+STATUS = ("Groups", "NoNewPrivs", "CapEff")
+
+
+@dataclass(frozen=True)
+class Run:
+    summary: dict[str, Any]
+    run_dir: Path
+    calls: list[dict[str, Any]]
+    """What the scripted model answered during the run (usage per call)."""
+    dialog: list[dict[str, Any]]
+
+    @property
+    def replies(self) -> list[dict[str, Any]]:
+        return [entry for entry in self.dialog if "reply" in entry]
+
+
+def run_agent(upstream: Upstream, tmp_path: Path, task: str, script: str, *options: str) -> Run:
+    done = run_scripted_agent(
+        upstream, tmp_path, AGENT, task, SCRIPTS / script, "--timeout", "900", *options
+    )
+    for line in done.dialog_lines:  # each line is a DialogEntry (schemas/DialogEntry.json)
+        msgspec.json.decode(line, type=DialogEntry)
+    dialog = [json.loads(line) for line in done.dialog_lines]
+    return Run(done.summary, done.run_dir, done.calls, dialog)
+
+
+def commands(run: Run) -> list[str]:
+    return [
+        json.loads(call["function"]["arguments"])["command"]
+        for entry in run.replies
+        for call in entry["tool_calls"]
+    ]
+
+
+def assert_accounted(run: Run, gateway: DockerGateway, script: str) -> None:
+    """Every call in dialog.jsonl, spend = the scripted usage x price, the key revoked."""
+    replies = json.loads((SCRIPTS / script).read_text())["replies"]
+    assert len(run.replies) == len(run.calls)
+    for entry, call in zip(run.replies, run.calls, strict=True):
+        assert entry["usage"] == {
+            "prompt_tokens": call["usage"]["prompt_tokens"],
+            "completion_tokens": call["usage"]["completion_tokens"],
+        }
+        assert entry["model"] == f"openai/{MODEL}" and entry["timestamp"]
+    scripted = [reply["tool_calls"][0]["arguments"]["command"] for reply in replies]
+    assert commands(run) == [scripted[i % len(scripted)] for i in range(len(run.replies))]
+    assert run.dialog[0]["messages"][0]["role"] == "system"  # the first call's whole prompt
+    assert run.summary["spend"] == pytest.approx(priced(run.calls))
+    assert run.summary["usage"]["calls"] == len(run.calls)
+    used = gateway.store.usage(run.summary["run_id"])
+    assert used is not None and used.revoked
+    assert used.spend == pytest.approx(priced(run.calls))
+
+
+@pytest.mark.parametrize(
+    ("task", "mode"),
+    [(TASKS[0], "sandbox"), (TASKS[1], "sandbox"), (TASKS[0], "sidecar")],
+)
+def test_mini_swe_agent_with_a_fixing_model_passes_every_check(
+    task: str, mode: str, gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    """In sidecar mode its commands go through the daemon's bash tool: the tests it runs
+    need the project's toolchain, which only the task container has."""
+    run = run_agent(
+        scripted, tmp_path, task, f"{task}.fix.json", "--difficulty", "1", "--mode", mode
+    )
+
+    result = run.summary["patch_result"]
+    assert result["status"] == "passed", result
+    assert result["build_success"] is True
+    assert result["pov_total"] >= 1 and result["pov_passed"] == result["pov_total"]
+    assert result["func_test_success"] is True and result["intent_test_success"] is True
+    assert run.summary["outcome"] == "passed"
+    assert len(run.calls) == 4 and commands(run)[-1] == FINISH
+    assert_accounted(run, gateway, f"{task}.fix.json")
+    # It ran the tests by its own means: their output came back to the model.
+    (tested,) = [m for m in run.dialog[3]["messages"] if m.get("role") == "tool"]
+    assert '"returncode": 0' in tested["content"], tested
+    assert run.summary["config"]["mode"] == mode
+    trajectory = json.loads((run.run_dir / "archive" / "trajectory.json").read_text())
+    assert trajectory["info"]["exit_status"] == "Submitted"
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_mini_swe_agent_with_a_model_that_never_fixes_fails_like_dummy(
+    task: str, gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    run = run_agent(scripted, tmp_path, task, "never-fixes.json")
+
+    result = run.summary["patch_result"]
+    assert result["status"] == "failed", result
+    assert result["build_success"] is True and result["func_test_success"] is True
+    assert result["pov_total"] >= 1 and result["pov_passed"] == 0
+    assert result["intent_test_success"] is False
+    assert run.summary["outcome"] == "failed"
+    assert run.summary["runtime_result"]["agent_exit_code"] == 0
+    assert (run.run_dir / "final.patch").read_text() == ""
+    assert_accounted(run, gateway, "never-fixes.json")
+
+
+def test_mini_swe_agent_stops_on_the_gateways_refusal_and_is_graded_as_budget_exceeded(
+    gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    # Each call of loops.json costs 0.02: calls at 0, 0.02 and 0.04 of 0.05 are admitted.
+    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--budget", "0.05")
+
+    assert run.summary["outcome"] == "budget_exceeded"
+    assert run.summary["patch_result"]["status"] == "failed"
+    assert run.summary["patch_result"]["build_success"] is True  # graded anyway
+    assert len(run.calls) == 3
+    assert run.summary["usage"]["refused_for_budget"] == 1
+    refused = [entry for entry in run.dialog if "error" in entry]
+    assert len(refused) == 1 and "AuthenticationError" in refused[0]["error"]
+    assert "budget" in refused[0]["error"]
+    assert_accounted(run, gateway, "loops.json")
+    # It stopped at the refusal: no retry, no further call.
+    assert run.dialog[-1] is refused[0]
+
+
+def test_mini_swe_agent_stops_at_the_runs_timeout_and_its_dialog_keeps_every_call(
+    gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--budget", "20", "--timeout", "60")
+
+    assert run.summary["outcome"] == "agent_timeout"
+    runtime = run.summary["runtime_result"]
+    assert runtime["agent_timeout"] is True and runtime["agent_exit_code"] == 124
+    assert run.summary["patch_result"]["status"] == "failed"  # graded anyway
+    assert len(run.calls) >= 3  # it was working when the time limit killed it
+    # Killed mid-loop: each answered call was appended as it returned; at most the one
+    # call in flight at the kill is missing.
+    assert len(run.calls) - 1 <= len(run.replies) <= len(run.calls)
+    assert run.summary["spend"] == pytest.approx(priced(run.calls))
+    used = gateway.store.usage(run.summary["run_id"])
+    assert used is not None and used.revoked
+
+
+@pytest.mark.integrity
+def test_mini_swe_agents_shell_has_the_user_groups_and_network_of_every_agent(
+    gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    """Its commands run as `model` (uid/gid 1000, no other group, no capabilities, no new
+    privileges), read none of the protected paths, and reach neither this host (a listener
+    on every address, at the default route and host.docker.internal) nor an outside address;
+    only the gateway, which answered its calls."""
+    listener = socket.create_server(("0.0.0.0", PROBE_PORT), reuse_port=True)
+    try:
+        run = run_agent(scripted, tmp_path, TASKS[1], "probes.json")
+    finally:
+        listener.close()
+
+    probe = (run.run_dir / "archive" / "probe.txt").read_text().splitlines()
+    assert "ids 1000 1000 1000" in probe, probe
+    status = dict(line.split(":", 1) for line in probe if line.split(":")[0] in STATUS)
+    assert {name: value.strip() for name, value in status.items()} == {
+        "Groups": "",
+        "NoNewPrivs": "1",
+        "CapEff": "0000000000000000",
+    }
+    assert [line for line in probe if line.startswith("read ")] == []
+    assert len([line for line in probe if line.startswith("closed ")]) == 6
+    reached = [line for line in probe if line.startswith("net ")]
+    assert reached and not [line for line in reached if "REACHED" in line], reached
+    assert len(run.calls) == 2 and run.summary["outcome"] == "failed"
