@@ -53,7 +53,9 @@ class DialogModel(LitellmModel):
         self._sent = 0  # messages already recorded: each entry carries only the new ones
 
     def _query(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        new = messages[self._sent :]
+        # A history that shrank (none does today) is recorded whole again.
+        first = self._sent if self._sent <= len(messages) else 0
+        new = messages[first:]
         try:
             response = super()._query(messages, **kwargs)
         except Exception as exc:
@@ -62,6 +64,7 @@ class DialogModel(LitellmModel):
                     "timestamp": _now(),
                     "model": self.config.model_name,
                     "messages": new,
+                    "first_message": first,
                     "error": f"{type(exc).__name__}: {exc}"[:2000],
                 }
             )
@@ -74,6 +77,7 @@ class DialogModel(LitellmModel):
                 "timestamp": _now(),
                 "model": self.config.model_name,
                 "messages": new,
+                "first_message": first,
                 "reply": message.content,
                 "tool_calls": [call.model_dump() for call in message.tool_calls or []],
                 "usage": {

@@ -78,6 +78,13 @@ def assert_accounted(run: Run, gateway: DockerGateway, script: str) -> None:
     scripted = [reply["tool_calls"][0]["arguments"]["command"] for reply in replies]
     assert commands(run) == [scripted[i % len(scripted)] for i in range(len(run.replies))]
     assert run.dialog[0]["messages"][0]["role"] == "system"  # the first call's whole prompt
+    # Each entry holds the messages its call added and says where in the request they
+    # begin (DialogEntry.first_message): a reader can rebuild every request.
+    sent = 0
+    for entry in run.dialog:
+        assert entry["first_message"] == sent, entry
+        if "reply" in entry:
+            sent += len(entry["messages"])
     assert run.summary["spend"] == pytest.approx(priced(run.calls))
     assert run.summary["usage"]["calls"] == len(run.calls)
     used = gateway.store.usage(run.summary["run_id"])

@@ -42,7 +42,8 @@ from ssebench.daemon.evaluator._files import (
     link_stays_inside,
     write_source_archive,
 )
-from ssebench.spec import PatchResult, Result, RuntimeResult, read_json
+from ssebench.daemon.evaluator._main import parse_options
+from ssebench.spec import PatchResult, Result, RuntimeResult, contract, read_json
 
 from .conftest import Running
 from .fakes import TAG, tagged, write_script
@@ -773,3 +774,22 @@ def test_the_command_line_records_an_error_when_no_daemon_answers(tmp_path: Path
 def test_the_command_line_refuses_a_time_limit_that_is_not_positive(value: str) -> None:
     with pytest.raises(SystemExit):
         main(["--timeout", value])
+
+
+@pytest.mark.parametrize("value", ["0", "soon", "inf"])
+def test_a_bad_check_timeout_in_the_environment_is_refused_not_replaced(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one parser of SSE_CHECK_TIMEOUT (`ssebench.daemon._environ`): a bad value is a
+    usage error naming it, never the default in silence."""
+    with pytest.raises(SystemExit) as ended:
+        parse_options([], {"SSE_CHECK_TIMEOUT": value})
+    assert ended.value.code == 2
+    assert f"SSE_CHECK_TIMEOUT={value!r}" in capsys.readouterr().err
+
+
+def test_the_check_timeout_comes_from_the_command_line_then_the_environment() -> None:
+    assert parse_options([], {"SSE_CHECK_TIMEOUT": "42"}).check_timeout == 42.0
+    given = parse_options(["--check-timeout", "7"], {"SSE_CHECK_TIMEOUT": "soon"})
+    assert given.check_timeout == 7.0
+    assert parse_options([], {}).check_timeout == float(contract.DEFAULT_CHECK_TIMEOUT)

@@ -20,6 +20,7 @@ from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import BencherRequest, BencherResponse, CapabilitiesResponse
 from ssebench.daemon.entrypoint._services import tcp_listening
 from ssebench.daemon.mcp import TAIL_CHARS, LogStore, PatchTester
+from ssebench.spec import contract
 
 from .conftest import Running, free_port
 
@@ -313,3 +314,25 @@ def test_the_server_refuses_to_start_on_an_invalid_difficulty(
     assert time.monotonic() - started < 10
     logs = list(tmp_path.glob("mcp-*.log"))
     assert "SSE_DIFFICULTY='7' is not a difficulty" in logs[0].read_text()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("socket", "said"),
+    [
+        ("relative.sock", "SSE_DAEMON_SOCKET='relative.sock' must be an absolute path"),
+        (contract.ADMIN_SOCKET, "SSE_DAEMON_SOCKET must not be the admin socket's path"),
+    ],
+)
+def test_the_server_refuses_an_agent_socket_the_daemon_would_refuse(
+    socket: str,
+    said: str,
+    tmp_path: Path,
+    mcp_server: Callable[..., tuple[subprocess.Popen[bytes], str]],
+) -> None:
+    """One parser for SSE_DAEMON_SOCKET (`ssebench.daemon._environ`): the MCP server never
+    sends the agent's calls to a socket the daemon would not have listened on."""
+    proc, _ = mcp_server("2", socket)
+    assert proc.wait(30) == 2
+    (log,) = tmp_path.glob("mcp-*.log")
+    assert f"ssebench-mcp: refusing to start: {said}" in log.read_text()

@@ -13,7 +13,7 @@ from ssebench.spec import contract, labels
 from ssebench.spec._errors import BackendError
 from ssebench.spec._images import ImageRequest, Images
 from ssebench.spec._models import ModelGateway, ModelsFile
-from ssebench.spec._run import ContainerRole, ProxyEndpoint, RunHandle, RunInfo, RunSpec
+from ssebench.spec._run import ContainerRole, RunHandle, RunInfo, RunSpec
 
 HandleT = TypeVar("HandleT", bound=RunHandle)
 
@@ -216,10 +216,6 @@ class Backend(abc.ABC, Generic[HandleT]):
                 command did not finish within `timeout` seconds.
         """
         raise BackendError(f"the {self.name} backend cannot look inside images")
-
-    def proxy(self) -> ProxyEndpoint | None:
-        """The backend's own model proxy, or None for the local one the runner starts."""
-        return None
 
     def gateway(self, models: ModelsFile) -> ModelGateway:
         """The model gateway runs of this backend reach, started if needed, serving `models`.

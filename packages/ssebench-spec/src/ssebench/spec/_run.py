@@ -226,10 +226,3 @@ class RunInfo(Message, kw_only=True, frozen=True):
     exit_code: int | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     created_at: str | None = None
-
-
-class ProxyEndpoint(Message, kw_only=True, frozen=True):
-    """A backend's own model proxy: where the runner reaches it, and the run's SSE_BASE_URL."""
-
-    host_url: str
-    service_url: str

@@ -29,9 +29,9 @@ from ssebench.backends.docker._prepare import split_tag
 from ssebench.spec import Message, PlatformRefusedError, registry
 
 _RUNTIME_KINDS: Final = frozenset({"runtime", "tool", "tool-base", "tool-sidecar"})
+"""Names (their first part after the prefix) tagged with the ssebench-daemon version."""
 _TOOL_LAYER_KIND: Final = "tool-"
 """A tool layer from an extension (`tool-<name>`) is tagged with the daemon version too."""
-"""Names (their first part after the prefix) tagged with the ssebench-daemon version."""
 
 
 class Pruned(Message, frozen=True, kw_only=True):

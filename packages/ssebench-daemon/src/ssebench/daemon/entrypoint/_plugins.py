@@ -201,6 +201,11 @@ class Plugins:
         if plugins and hook in MODEL_HOOKS:
             self.kill_model()
 
+    def skip_hook(self, hook: str, reason: str) -> None:
+        """Record every plugin of `hook` as `skipped` for `reason`, running none."""
+        for plugin in self.of(hook):
+            self._skip(plugin, reason)
+
     def start_beside(self, hook: str) -> None:
         """Start every plugin of `hook` (`on-agent`, `on-grading`); `fds`, `service`
         and `end_beside` watch them from the loop they run beside."""

@@ -362,19 +362,26 @@ class Entrypoint:
 
     def _before_grading(self, ended: bool) -> bool:
         """Run the `before-grading` plugins once the daemon has taken the agent's diff
-        (nothing they do to the tree is graded).
+        (nothing they do to the tree is graded); skip them when it has not said so.
 
         Returns:
             Whether the evaluator should still ask early for grading to be prepared.
         """
         if not self.plugins.of("before-grading"):
             return ended
+        taken = False
         if ended and (asked := self._ask_to_prepare_grading()) is not None:
             with contextlib.suppress(OSError):
                 asked.settimeout(PREPARE_WAIT)
-                asked.recv(1)  # the answer begins: the diff is taken
+                taken = asked.recv(1) != b""  # the answer begins: the diff is taken
             asked.close()
-        self.plugins.run_hook("before-grading")
+        if taken:
+            self.plugins.run_hook("before-grading")
+        else:
+            # Run now, a plugin could change the tree the daemon has yet to take.
+            self.plugins.skip_hook(
+                "before-grading", "the daemon did not say it had taken the agent's diff"
+            )
         return False
 
     def _ask_to_prepare_grading(self) -> socket.socket | None:

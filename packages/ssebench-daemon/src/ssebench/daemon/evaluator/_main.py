@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssebench.daemon._client._api import DaemonApi
+from ssebench.daemon._environ import parse_check_timeout
+from ssebench.daemon._errors import ConfigError
 from ssebench.daemon.evaluator._files import write_result, write_source_archive
 from ssebench.daemon.evaluator._grading import Deadline, GradingApi, Say, grade, tail
 from ssebench.spec import PatchResult, Result, RuntimeResult, contract
@@ -116,14 +118,6 @@ def crash_result(options: EvaluatorOptions, exc: BaseException) -> Result:
     )
 
 
-def _seconds(value: str | None) -> float | None:
-    try:
-        seconds = float(value) if value else math.nan
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
-
-
 def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> EvaluatorOptions:
     """The options from the command line, defaults from the environment and the contract.
 
@@ -150,8 +144,7 @@ def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> EvaluatorO
     parser.add_argument(
         "--check-timeout",
         type=float,
-        default=_seconds(environ.get(contract.ENV_CHECK_TIMEOUT))
-        or float(contract.DEFAULT_CHECK_TIMEOUT),
+        default=None,
         help=f"one check's time limit at most (default: {contract.ENV_CHECK_TIMEOUT})",
     )
     parser.add_argument("--agent-duration", type=float)
@@ -159,6 +152,11 @@ def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> EvaluatorO
     parser.add_argument("--agent-timeout", action="store_true")
     parser.add_argument("--no-source-archive", action="store_true")
     args = parser.parse_args(list(argv))
+    if args.check_timeout is None:
+        try:
+            args.check_timeout = parse_check_timeout(environ.get(contract.ENV_CHECK_TIMEOUT))
+        except ConfigError as exc:
+            parser.error(str(exc))
     for name, value in (("--timeout", args.timeout), ("--check-timeout", args.check_timeout)):
         if value is not None and not (math.isfinite(value) and value > 0):
             parser.error(f"{name} must be a positive number of seconds")

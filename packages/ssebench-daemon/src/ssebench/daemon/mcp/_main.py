@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ssebench.daemon._environ import agent_socket as parse_agent_socket
 from ssebench.daemon._environ import parse_check_timeout, parse_difficulty
 from ssebench.daemon._errors import ConfigError
 from ssebench.daemon.server._listening import bind_tcp
@@ -35,10 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         difficulty = parse_difficulty(os.environ.get(contract.ENV_DIFFICULTY))
         check_timeout = parse_check_timeout(os.environ.get(contract.ENV_CHECK_TIMEOUT))
+        agent_socket = parse_agent_socket(os.environ)
     except ConfigError as exc:
         print(f"ssebench-mcp: refusing to start: {exc}", file=sys.stderr, flush=True)
         return 2
-    agent_socket = os.environ.get(contract.ENV_DAEMON_SOCKET) or contract.SANDBOX_DAEMON_SOCKET
     try:
         sock = bind_tcp(args.host, args.port)
     except OSError as exc:
