@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ssebench.backends.k8s._backend import _run_info, _state
+from ssebench.backends.k8s._backend import _run_info, _started_images, _state
 from ssebench.backends.k8s._rest import _pod
 from ssebench.spec import labels
 
@@ -65,3 +65,22 @@ def test_a_pending_pod_without_statuses_is_created() -> None:
     pod = _pod.decode(json.dumps({"metadata": {"name": "p"}, "status": {"phase": "Pending"}}))
 
     assert _state(pod) == ("created", None)
+
+
+def test_the_images_a_run_started_from_are_the_digests_its_containers_report() -> None:
+    """The keeper holds storage and is no image of the run; a container the kubelet has
+    not resolved yet says nothing."""
+    sidecar = json.loads(json.dumps(POD))
+    statuses = sidecar["status"]["containerStatuses"]
+    statuses[0]["imageID"] = "reg/agent-dummy/t@sha256:11"  # the keeper's
+    statuses.append({"name": "task", "imageID": "reg/tool-sidecar/t@sha256:22"})
+
+    assert _started_images(_pod.decode(json.dumps(POD))) == {"agent": "reg/agent-dummy/t@sha256:00"}
+    assert _started_images(_pod.decode(json.dumps(sidecar))) == {
+        "agent": "reg/agent-dummy/t@sha256:00",
+        "environment": "reg/tool-sidecar/t@sha256:22",
+    }
+    statuses[1]["imageID"] = ""
+    assert _started_images(_pod.decode(json.dumps(sidecar))) == {
+        "environment": "reg/tool-sidecar/t@sha256:22"
+    }

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import Result
 
@@ -20,6 +21,7 @@ from ssebench.runner._plan import RunPlan
 from ssebench.spec import (
     BackendError,
     Mount,
+    RunHandle,
     RunRecord,
     RunSpec,
     Summary,
@@ -355,6 +357,24 @@ def test_the_check_timeout_reaches_the_container_and_the_recorded_config(
     assert fake.calls_to("start")[0][0].env[contract.ENV_CHECK_TIMEOUT] == "45"
     summary = json.loads((run_dir() / "summary.json").read_text())
     assert summary["config"]["check_timeout"] == 45
+
+
+def test_the_summary_names_what_the_backend_says_it_started_the_run_from(
+    fake: FakeBackend, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster resolves a tag when it pulls: the digest it started from is recorded,
+    not the tag `prepare_images` named (RunHandle.images)."""
+    digest = f"fake/agent-dummy/{TASK_ID}@sha256:{'0' * 64}"
+    start = fake.start
+
+    def resolving(spec: RunSpec) -> RunHandle:
+        return msgspec.structs.replace(start(spec), images={"agent": digest})
+
+    monkeypatch.setattr(fake, "start", resolving)
+    outcome = cli(*run_args())
+
+    assert outcome.exit_code == 0, outcome.stderr
+    assert read(run_dir() / "summary.json")["provenance"]["images"] == {"agent": digest}
 
 
 def test_the_summary_records_what_the_run_was_made_of(

@@ -119,6 +119,9 @@ def test_a_prebuilt_run_grades_as_on_docker_and_leaves_nothing(
 
     summary = json.loads((on_k8s / "summary.json").read_text())
     assert summary["outcome"] == EXPECTED[agent], summary
+    # Started by tag, recorded by the digest the kubelet resolved it to.
+    started = summary["provenance"]["images"]["agent"]
+    assert started.startswith(f"{pushed_images}/agent-{agent}/{task}@sha256:"), started
     assert (on_k8s / "agent.log").is_file() and (on_k8s / "evaluator.log").is_file()
     assert (on_k8s / "reference.patch").read_text().startswith("diff --git")
     assert _comparable(on_k8s) == _comparable(on_docker)

@@ -90,6 +90,11 @@ def test_a_sidecar_run_in_one_pod_grades_as_on_docker_and_leaves_nothing(
     summary = json.loads((on_k8s / "summary.json").read_text())
     assert summary["outcome"] == EXPECTED[agent], summary
     assert summary["config"]["mode"] == "sidecar"
+    started = summary["provenance"]["images"]
+    assert started["agent"].startswith(f"{pushed_sidecar_images}/agent-{agent}/sidecar@sha256:")
+    assert started["environment"].startswith(
+        f"{pushed_sidecar_images}/tool-sidecar/{task}@sha256:"
+    ), started
     # The daemon's log comes from the task container, the agent's from the agent container.
     assert (on_k8s / "daemon.log").read_text()
     assert (on_k8s / "agent.log").is_file() and (on_k8s / "evaluator.log").is_file()

@@ -199,7 +199,7 @@ class Runner:
                     ending,
                     started_at=started_at,
                     reference_patch=reference,
-                    images=images,
+                    images=_as_started(images, attempt.handle),
                     gateway=used,
                 )
                 raise
@@ -212,7 +212,7 @@ class Runner:
                 ending,
                 started_at=started_at,
                 reference_patch=reference,
-                images=images,
+                images=_as_started(images, attempt.handle),
                 gateway=used,
             )
         finally:
@@ -245,6 +245,17 @@ class Runner:
         # reference agent runs as `model`, which must be able to read the mount.
         dest.chmod(0o644)
         return dest
+
+
+def _as_started(images: Images, handle: RunHandle | None) -> Images:
+    """`images`, with what the backend says it started each container from where it says
+    (`RunHandle.images`: on a cluster, the digest a tag resolved to when it was pulled)."""
+    if handle is None or not handle.images:
+        return images
+    return Images(
+        agent=handle.images.get("agent", images.agent),
+        environment=handle.images.get("environment", images.environment),
+    )
 
 
 def _with_key(plan: RunPlan, gateway: ModelGateway) -> RunPlan:

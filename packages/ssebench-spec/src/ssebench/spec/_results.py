@@ -119,7 +119,8 @@ class Provenance(Message, kw_only=True, frozen=True):
     difficulty: int
     images: dict[str, str]
     """The images the run was started from, by role (`agent`, and `environment` in
-    sidecar mode), as the backend's `prepare_images` named them."""
+    sidecar mode): what the backend says it started them from (`RunHandle.images`, a
+    cluster's resolved digests), else as its `prepare_images` named them."""
     inputs: str
     """A digest of everything the run was made from that is known before it starts
     (the task's and the agent's folders, the run's settings, the versions above):

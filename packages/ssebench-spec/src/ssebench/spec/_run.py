@@ -213,6 +213,11 @@ class RunHandle(Message, kw_only=True, frozen=True):
     run_id: str
     name: str
     keep: bool = False
+    images: dict[str, str] = msgspec.field(default_factory=dict)
+    """What the platform says it started the run's containers from, by role (`agent`,
+    `environment`), as an image ID or digest, when `start` learns more than the names
+    `prepare_images` gave (a cluster resolves a tag when it pulls). The runner records
+    these in the run's provenance in place of the names."""
 
 
 class RunInfo(Message, kw_only=True, frozen=True):

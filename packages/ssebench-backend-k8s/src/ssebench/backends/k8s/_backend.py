@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+import msgspec
 from kubernetes import client
 from typing_extensions import override
 
@@ -77,6 +78,20 @@ def _started(pod: Any) -> bool:
     return bool(found) and all(
         s.state is not None and (s.state.running or s.state.terminated) for s in found
     )
+
+
+_ROLES: Final = {objects.RUN_CONTAINER: "agent", TASK_CONTAINER: "environment"}
+"""The role (`RunHandle.images`) of each container a run is started from."""
+
+
+def _started_images(pod: Any) -> dict[str, str]:
+    """What the kubelet started each run container from, by role: the digest it resolved
+    the tag to when it pulled (`imageID`), where the pod's status says."""
+    return {
+        _ROLES[status.name]: str(status.image_id)
+        for status in pod.status.container_statuses or []
+        if status.name in _ROLES and status.image_id
+    }
 
 
 def _run_image(pod: Any) -> str:
@@ -208,12 +223,14 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                 sidecar=spec.sidecar is not None,
             )
             # Its containers exist once the image is pulled: a missing image fails here.
-            self._until_started(handle)
+            started = self._until_started(handle)
         except BaseException:
             if created:
                 self._remove(ns, name, pod)
                 self._until_no_pod(api, ns, name)
             raise
+        # The tags were pulled just now: the run's provenance names what they resolved to.
+        handle = msgspec.structs.replace(handle, images=_started_images(started))
         relay = threading.Thread(target=self._relay, args=(handle,), daemon=True)
         self._relays[name] = relay
         relay.start()
