@@ -125,6 +125,7 @@ def test_every_command_the_docs_name_exists(page: str, words: str) -> None:
         context = click.Context(command, info_name=word, parent=context)
 
 
+@pytest.mark.process
 def test_the_repository_points_to_no_design_document_outside_it() -> None:
     """The code names docs/ pages for its rules, not the design document it was started from."""
     root = DOCS.parent

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .chromium import open_page
 from .conftest import recorded_eval
+
+pytestmark = pytest.mark.process  # every test here starts a real process
 
 SSEBENCH = str(Path(sys.executable).with_name("ssebench"))
 

@@ -22,6 +22,7 @@ def real_uv() -> Path:
     return Path(found)
 
 
+@pytest.mark.process
 def test_setup_puts_uv_on_path_and_the_readmes_uv_run_works_as_printed(tmp_path: Path) -> None:
     # ensure_uv finds uv where set-up installs it (SSEBENCH_TOOLS), none on PATH yet.
     tools = tmp_path / "tools"
@@ -62,6 +63,7 @@ def test_setup_puts_uv_on_path_and_the_readmes_uv_run_works_as_printed(tmp_path:
     assert again.returncode == 0 and "linked" not in again.stderr
 
 
+@pytest.mark.process
 def test_every_uv_run_command_of_the_readme_names_a_command_of_the_workspace() -> None:
     readme = (HOME / "README.md").read_text()
     commands = re.findall(r"uv run ([a-z][\w.-]*)(?: -m ([\w.]+))?", readme)

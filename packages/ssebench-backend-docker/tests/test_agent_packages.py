@@ -71,6 +71,7 @@ def test_the_dispatcher_calls_one_preparer_per_kind_with_its_pins(
     assert packages_inputs(prepared) == ["pypi:key-pypi"]
 
 
+@pytest.mark.process
 def test_a_prepared_pypi_folder_is_reused_from_the_cache_and_a_changed_pin_gets_another(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

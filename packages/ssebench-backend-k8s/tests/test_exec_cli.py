@@ -73,6 +73,7 @@ def _stage(folder: Path, values: dict[str, str]) -> None:
     )
 
 
+@pytest.mark.process
 def test_the_stage_keeps_the_values_root_only_and_refuses_a_folder_that_exists(
     tmp_path: Path,
 ) -> None:
@@ -96,6 +97,7 @@ def _wrap(user: str, workdir: str, folder: str, *command: str) -> subprocess.Com
     )
 
 
+@pytest.mark.process
 def test_the_wrapper_exports_the_values_removes_them_and_runs_the_command_unparsed(
     tmp_path: Path,
 ) -> None:
@@ -110,6 +112,7 @@ def test_the_wrapper_exports_the_values_removes_them_and_runs_the_command_unpars
     assert done.stdout == VALUE + "/tmp\n"
 
 
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
 def test_the_wrapper_drops_to_the_user_with_its_groups_and_home() -> None:
     done = _wrap("nobody", "/", "", "sh", "-c", 'echo "$(id -un) $(id -gn) $HOME"; id -G')
@@ -120,6 +123,7 @@ def test_the_wrapper_drops_to_the_user_with_its_groups_and_home() -> None:
     assert "0" not in done.stdout.splitlines()[1].split()
 
 
+@pytest.mark.process
 def test_the_wrapper_refuses_a_user_the_container_lacks_with_126() -> None:
     done = _wrap("no-such-user-here", "/", "", "true")
     assert done.returncode == 126

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.process  # every test here starts a real process
+
 _PROBE = (
     "import sys\n"
     "before = set(sys.modules)\n"

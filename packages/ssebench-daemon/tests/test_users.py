@@ -119,6 +119,7 @@ def test_the_killer_refuses_root_and_its_own_user() -> None:
 _ESCAPE = "setsid sleep 600 & sleep 600"
 
 
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="running processes as another user needs root")
 def test_every_process_of_the_user_dies_also_one_that_left_the_session() -> None:
     proc = subprocess.Popen(
@@ -138,6 +139,7 @@ def test_every_process_of_the_user_dies_also_one_that_left_the_session() -> None
         proc.wait()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="running processes as another user needs root")
 def test_a_killable_child_is_the_user_with_no_groups_and_oom_score_adj_1000() -> None:
     done = subprocess.run(
@@ -165,6 +167,7 @@ print(subprocess.run(["cat", "/proc/self/oom_score_adj"], capture_output=True, t
 """
 
 
+@pytest.mark.process
 def test_a_root_service_started_at_the_kubelets_score_lowers_it_and_its_children_inherit_it() -> (
     None
 ):
@@ -213,6 +216,7 @@ except PermissionError:
 """
 
 
+@pytest.mark.process
 @pytest.mark.skipif(os.geteuid() != 0, reason="running processes as another user needs root")
 def test_a_killable_child_runs_at_nice_19_idle_and_cannot_take_priority_back() -> None:
     done = subprocess.run(
