@@ -149,9 +149,33 @@ def test_a_restricted_run_reaches_the_gateway_and_nothing_else(
 
 
 def test_the_provider_key_is_in_no_environment_argv_inspect_or_log(
-    gateway: DockerGateway, upstream: Upstream, docker_client: docker.DockerClient
+    gateway: DockerGateway,
+    upstream: Upstream,
+    gateway_probe: str,
+    docker_client: docker.DockerClient,
+    tmp_path: Path,
 ) -> None:
     secret = upstream.provider_key.encode()
+    # A run whose chat call the gateway answered with the provider's key: its container,
+    # its output and its run directory hold its own key only.
+    backend = DockerBackend()
+    run = "gwkey-" + secrets.token_hex(4)
+    key = gateway.open_key(run, [MODEL], 1.0)
+    spec = _spec(gateway_probe, tmp_path, run, key, {})
+    handle = backend.start(spec)
+    try:
+        assert backend.wait(handle, timeout=180) == 0
+        output = "\n".join(backend.logs(handle))
+        assert re.search(r"gwprobe: call own 200 ", output), output
+        seen = json.dumps(docker_client.api.inspect_container(handle.container_id)).encode()
+        assert key.encode() in seen  # the look would find a key: it finds only the run's
+        assert secret not in seen and secret not in output.encode()
+        backend.collect_results(handle, Path(spec.results.source))
+    finally:
+        backend.cleanup(handle)
+        gateway.close_key(run)
+    for path in Path(spec.results.source).rglob("*"):
+        assert not path.is_file() or secret not in path.read_bytes(), path
     attrs = docker_client.api.inspect_container(gateway.name)
     assert secret not in json.dumps(attrs).encode()
     assert secret not in docker_client.api.logs(gateway.name)
