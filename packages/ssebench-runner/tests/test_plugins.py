@@ -241,12 +241,15 @@ def test_the_plugins_file_comes_from_the_environment(
     assert config_plugins() == ["probe"]
 
 
+@pytest.mark.parametrize("option", [("--mode", "sidecar"), ("--prebuilt",)])
 def test_enabled_plugins_are_left_out_of_sidecar_and_prebuilt_runs(
-    home: Path, fake: FakeBackend, cli: Cli
+    option: tuple[str, ...], home: Path, fake: FakeBackend, cli: Cli
 ) -> None:
     write_plugins(home)
-    assert cli(*run_args("--mode", "sidecar")).exit_code == 0
+    outcome = cli(*run_args(*option))
+    assert outcome.exit_code == 0, outcome.stderr
     assert config_plugins() == []
+    assert fake.calls_to("start")[0][0].artifacts == []  # no plugins folder mounted
 
 
 def test_a_run_without_a_plugins_file_has_no_plugins(
