@@ -348,6 +348,12 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
+def signal_group(pid: int, signum: int) -> None:
+    """Send a signal to the process group (session) a child leads; gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
 def _kill_all_as(who: Identity) -> None:
     """`kill(-1, SIGKILL)` from a child running as `who`: every process the user may
     signal, in one step that forks cannot race.

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from ssebench.daemon._users import Identity, child_env, kill_user, killable_as
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon._users import Identity, child_env, kill_user, killable_as, signal_group
+from ssebench.daemon.entrypoint._procs import Children, Wakeup
 from ssebench.daemon.entrypoint._settings import AGENT_ENV_PASSED, Settings
 from ssebench.spec import contract
 

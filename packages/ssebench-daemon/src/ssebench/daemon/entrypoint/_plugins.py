@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ssebench.daemon._users import kill_user, killable_as
+from ssebench.daemon._users import kill_user, killable_as, signal_group
 from ssebench.daemon.entrypoint._agent import Relay, agent_env
 from ssebench.daemon.entrypoint._files import open_log, write_marker
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._procs import Children, Wakeup
 from ssebench.daemon.entrypoint._services import service_env
 from ssebench.daemon.entrypoint._settings import Settings
 from ssebench.spec import contract

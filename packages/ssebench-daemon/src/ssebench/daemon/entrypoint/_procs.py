@@ -127,9 +127,3 @@ class Children:
             if left <= 0:
                 return None
             wakeup.wait(min(left, 0.05))
-
-
-def signal_group(pid: int, signum: int) -> None:
-    """Send a signal to the process group (session) a child leads; gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)

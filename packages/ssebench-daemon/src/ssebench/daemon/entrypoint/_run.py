@@ -29,7 +29,7 @@ from typing import Final
 from ssebench.daemon._budget import count_checks
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
 from ssebench.daemon._pids import PidsWatchdog, run_users
-from ssebench.daemon._users import kill_user, lower_own_oom_score
+from ssebench.daemon._users import kill_user, lower_own_oom_score, signal_group
 from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
 from ssebench.daemon.entrypoint._files import (
     hand_over,
@@ -40,7 +40,7 @@ from ssebench.daemon.entrypoint._files import (
     write_marker,
 )
 from ssebench.daemon.entrypoint._plugins import Plugins
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._procs import Children, Wakeup
 from ssebench.daemon.entrypoint._services import (
     ServiceError,
     Services,

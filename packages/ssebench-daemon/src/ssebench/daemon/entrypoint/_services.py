@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
+from ssebench.daemon._users import signal_group
 from ssebench.daemon.entrypoint._files import log_tail, open_log
-from ssebench.daemon.entrypoint._procs import Children, Wakeup, signal_group
+from ssebench.daemon.entrypoint._procs import Children, Wakeup
 from ssebench.daemon.entrypoint._settings import Settings
 from ssebench.spec import contract
 

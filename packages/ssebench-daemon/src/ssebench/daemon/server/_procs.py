@@ -9,8 +9,6 @@ supplementary groups.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -22,7 +20,14 @@ from typing import Final, Protocol
 
 from typing_extensions import override
 
-from ssebench.daemon._users import DEFAULT_PATH, Identity, as_user, kill_user, killable_as
+from ssebench.daemon._users import (
+    DEFAULT_PATH,
+    Identity,
+    as_user,
+    kill_user,
+    killable_as,
+    signal_group,
+)
 
 
 class CappedBuffer:
@@ -75,12 +80,6 @@ class RunOutput:
     def truncated(self) -> bool:
         """Whether either stream lost output."""
         return self.stdout.truncated or self.stderr.truncated
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a child's process group (its session, as every child leads its own)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 DataSink = Callable[[bytes], None]
@@ -162,7 +161,7 @@ class Child:
     def kill(self) -> None:
         """SIGKILL the child's process group."""
         if self.returncode is None:
-            kill_group(self.pid)
+            signal_group(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
         """Stop listening to the child's pipes (kills it if it still runs)."""

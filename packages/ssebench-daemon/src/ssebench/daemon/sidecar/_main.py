@@ -26,7 +26,7 @@ from typing import Final
 from ssebench.daemon._environ import parse_pids_limit
 from ssebench.daemon._errors import ConfigError
 from ssebench.daemon._pids import PidsWatchdog, run_users
-from ssebench.daemon._users import lower_own_oom_score
+from ssebench.daemon._users import lower_own_oom_score, signal_group
 from ssebench.daemon.entrypoint._files import open_log, prepare_results
 from ssebench.daemon.entrypoint._main import isolate
 from ssebench.daemon.entrypoint._services import service_env
@@ -64,8 +64,7 @@ class _Supervisor:
 
     def _signal(self, signum: int) -> None:
         if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signum)
+            signal_group(self.pid, signum)
 
     def run(self, argv: Sequence[str], environ: Mapping[str, str]) -> int:
         results = Path(environ.get(contract.ENV_RESULTS) or contract.RESULTS_DIR)
