@@ -167,3 +167,35 @@ def priced(calls: list[dict[str, Any]]) -> float:
         c["usage"]["prompt_tokens"] * INPUT_PRICE + c["usage"]["completion_tokens"] * OUTPUT_PRICE
         for c in calls
     )
+
+
+INTEGRITY_AGENTS = HOME / "tests" / "integrity" / "agents"
+PROBE_PYTHON = "$(command -v python3 || echo /opt/ssebench/bin/python3.11)"
+"""A Python the agent's tools can run: the task's, else the runtime's."""
+
+
+def bypass_probe() -> dict[str, str]:
+    """The integrity suite's `bypass` probe, its files by name: `agent.py` runs it and
+    writes what it got past into `$SSE_ARCHIVE/report.json`."""
+    return {
+        "ssehostile.py": (INTEGRITY_AGENTS / "_shared" / "ssehostile.py").read_text(),
+        "agent.py": (INTEGRITY_AGENTS / "bypass" / "agent.py").read_text(),
+    }
+
+
+def assert_bypassed_nothing(report: dict[str, Any]) -> None:
+    """What an agent's tools ran the bypass probe as: `model` with no other group; it read
+    nothing protected, got 403 from every admin route, reached no address beyond the
+    gateway (docs/integrity.md)."""
+    identity = report["identity"]
+    assert (identity["uid"], identity["gid"]) == (1000, 1000), identity
+    assert identity["groups"] == [] and identity["status_groups"] == [], identity
+    assert identity["bash_tool_ids"] == "1000\n1000\n1000\n", identity
+    not_read = ("denied", "missing")
+    assert {path: how for path, how in report["direct"].items() if how not in not_read} == {}
+    assert set(report["admin_routes"]) and all(
+        answer["status"] == 403 for answer in report["admin_routes"].values()
+    ), report["admin_routes"]
+    network = report["network"]
+    reached = {k: v for k, v in network.items() if "REACHED" in v or "refused" in v.lower()}
+    assert reached == {} and network, network

@@ -21,7 +21,16 @@ import pytest
 from ssebench.backends.docker import DockerGateway
 from ssebench.spec import DialogEntry
 
-from .conftest import HOME, MODEL, Upstream, priced, run_scripted_agent
+from .conftest import (
+    HOME,
+    MODEL,
+    PROBE_PYTHON,
+    Upstream,
+    assert_bypassed_nothing,
+    bypass_probe,
+    priced,
+    run_scripted_agent,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3000)]
 
@@ -202,3 +211,59 @@ def test_mini_swe_agents_shell_has_the_user_groups_and_network_of_every_agent(
     reached = [line for line in probe if line.startswith("net ")]
     assert reached and not [line for line in reached if "REACHED" in line], reached
     assert len(run.calls) == 2 and run.summary["outcome"] == "failed"
+
+
+PROBE_LOOKS = 45
+"""Commands the model spends looking for the bypass probe's report (2 s each at most)."""
+
+
+def bypass_script(folder: Path, source: str) -> Path:
+    """A script in which the model writes the integrity suite's bypass probe into the tree
+    with mini-swe-agent's shell, starts it in the background, looks for its report until
+    it is written, and submits.
+
+    In the background, because every command goes through the daemon's one `bash` shell,
+    which the probe calls too: run in the foreground, it would wait for the shell its own
+    command holds."""
+    probe = f"{source}/sse-probe"
+    usage = {"prompt_tokens": 100, "completion_tokens": 50}
+
+    def reply(content: str, command: str) -> dict[str, Any]:
+        return {
+            "content": content,
+            "tool_calls": [{"name": "bash", "arguments": {"command": command}}],
+            **usage,
+        }
+
+    replies = [
+        reply(f"Writing {name}.", f"mkdir -p {probe} && cat > {probe}/{name} <<'SSE_PROBE_END'\n"
+              f"{text.rstrip(chr(10))}\nSSE_PROBE_END")
+        for name, text in bypass_probe().items()
+    ]  # fmt: skip
+    started = f"(setsid {PROBE_PYTHON} {probe}/agent.py > {probe}/out.txt 2>&1 &)"
+    replies.append(reply("Starting the probe.", started))
+    report = "${SSE_ARCHIVE:-/tmp/sse-archive}/report.json"
+    replies += [reply("Waiting.", f"test -s {report} && echo REPORTED || sleep 2")] * PROBE_LOOKS
+    replies.append(reply("Done.", FINISH))
+    path = folder / "bypass.json"
+    path.write_text(json.dumps({"replies": replies, "cycle": False}))
+    return path
+
+
+@pytest.mark.integrity
+@pytest.mark.parametrize(
+    ("task", "source"), [(TASKS[0], "/src/pyarchive"), (TASKS[1], "/src/tlvkit")]
+)
+def test_mini_swe_agents_shell_carries_the_integrity_suites_bypass_probe_nowhere(
+    task: str, source: str, gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+) -> None:
+    """The integrity suite's bypass probe, run by mini-swe-agent's shell: what it runs is
+    `model` with no other group, reads nothing protected, gets 403 from the admin routes
+    and reaches no address beyond the gateway (docs/integrity.md)."""
+    run = run_agent(scripted, tmp_path, task, str(bypass_script(tmp_path, source)))
+
+    report = run.run_dir / "archive" / "report.json"
+    assert report.is_file(), commands(run)[-3:]
+    assert_bypassed_nothing(json.loads(report.read_text()))
+    assert run.summary["outcome"] == "failed"  # graded as usual; the probe fixes nothing
+    assert commands(run)[-1] == FINISH

@@ -32,7 +32,17 @@ from ssebench.backends.docker import DockerGateway
 from ssebench.runner.scripted import load_script
 from ssebench.spec import DialogEntry
 
-from .conftest import HOME, MODEL, Upstream, priced, run_scripted_agent, ssebench
+from .conftest import (
+    HOME,
+    MODEL,
+    PROBE_PYTHON,
+    Upstream,
+    assert_bypassed_nothing,
+    bypass_probe,
+    priced,
+    run_scripted_agent,
+    ssebench,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3000)]
 
@@ -201,24 +211,17 @@ def test_opencode_stops_at_the_runs_timeout_and_its_dialog_keeps_every_call(
     assert used is not None and used.revoked
 
 
-INTEGRITY_AGENTS = HOME / "tests" / "integrity" / "agents"
-NOT_READ = ("denied", "missing")
-
-
 def probe_script(folder: Path, source: str) -> str:
     """A script in which OpenCode's model writes the integrity suite's `bypass` probe into
     the tree with OpenCode's `write` tool, runs it with its `bash` tool, and stops."""
     probe = f"{source}/sse-probe"
-    files = {
-        "ssehostile.py": (INTEGRITY_AGENTS / "_shared" / "ssehostile.py").read_text(),
-        "agent.py": (INTEGRITY_AGENTS / "bypass" / "agent.py").read_text(),
-    }
+    files = bypass_probe()
     usage = {"prompt_tokens": 100, "completion_tokens": 50}
     replies: list[dict[str, Any]] = [{"when": "You are a title generator", "content": TITLE}]
     for name, text in files.items():
         write = {"name": "write", "arguments": {"filePath": f"{probe}/{name}", "content": text}}
         replies.append({"content": "", "tool_calls": [write], **usage})
-    command = f"PY=$(command -v python3 || echo /opt/ssebench/bin/python3.11); $PY {probe}/agent.py"
+    command = f"{PROBE_PYTHON} {probe}/agent.py"
     run = {"name": "bash", "arguments": {"command": command, "description": "Probe"}}
     replies.append({"content": "", "tool_calls": [run], **usage})
     replies.append({"content": "Probed.", **usage})
@@ -239,18 +242,7 @@ def test_opencode_and_its_tools_run_as_every_agent_does(
     script = Path(probe_script(tmp_path, source))
     run = run_agent(scripted, tmp_path, task, str(script), "--timeout", "900")
 
-    report = json.loads((run.run_dir / "archive" / "report.json").read_text())
-    identity = report["identity"]
-    assert (identity["uid"], identity["gid"]) == (1000, 1000), identity
-    assert identity["groups"] == [] and identity["status_groups"] == [], identity
-    assert identity["bash_tool_ids"] == "1000\n1000\n1000\n", identity
-    assert {path: how for path, how in report["direct"].items() if how not in NOT_READ} == {}
-    assert set(report["admin_routes"]) and all(
-        answer["status"] == 403 for answer in report["admin_routes"].values()
-    ), report["admin_routes"]
-    network = report["network"]
-    reached = {k: v for k, v in network.items() if "REACHED" in v or "refused" in v.lower()}
-    assert reached == {} and network, network
+    assert_bypassed_nothing(json.loads((run.run_dir / "archive" / "report.json").read_text()))
     assert run.summary["outcome"] == "failed"  # graded as usual; the probe fixes nothing
     assert run.tools() == ["write", "write", "bash"]
 
