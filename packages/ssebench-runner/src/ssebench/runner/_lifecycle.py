@@ -185,36 +185,31 @@ class Runner:
             if self._stopping is not None:
                 # stop_all came between the check above and now: the run stops once started.
                 attempt.stop_from(self._stopping)
+            interrupted: SecondSignal | None = None
             try:
                 ending = attempt.carry_out()
             except SecondSignal as interrupt:
+                interrupted = interrupt
                 ending = RunEnding(
                     started=attempt.handle is not None,
                     stopped_by=attempt.stop_signal,
                     failure=f"ended by {interrupt} before the results were collected",
                 )
-                used = _close_key(gateway, plan.run_id)
-                record_run(
-                    plan,
-                    ending,
-                    started_at=started_at,
-                    reference_patch=reference,
-                    images=_as_started(images, attempt.handle),
-                    gateway=used,
-                )
-                raise
             finally:
                 with self._attempts_lock:
                     self._attempts.discard(attempt)
-            used = _close_key(gateway, plan.run_id)
-            return record_run(
+            # Recorded either way; a second signal is raised again once it is.
+            summary = record_run(
                 plan,
                 ending,
                 started_at=started_at,
                 reference_patch=reference,
                 images=_as_started(images, attempt.handle),
-                gateway=used,
+                gateway=_close_key(gateway, plan.run_id),
             )
+            if interrupted is not None:
+                raise interrupted
+            return summary
         finally:
             shutil.rmtree(private, ignore_errors=True)
             if gateway is not None:
