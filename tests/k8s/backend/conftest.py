@@ -6,12 +6,14 @@ and the demo task's prebuilt images pushed once to the cluster's registry.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -226,3 +228,47 @@ def stubborn_image(kube: client.ApiClient, tmp_path_factory: pytest.TempPathFact
 def netprobe_image(kube: client.ApiClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Serves HTTP on 4263, or tries connections and says which got through."""
     return _script_image(tmp_path_factory, "netprobe", NETPROBE_SH)
+
+
+def pod_ip(core: client.CoreV1Api, ns: str, pod: str, timeout: float) -> str:
+    """The address of `pod` once it runs."""
+    deadline = time.monotonic() + timeout
+    found: Any = None
+    while time.monotonic() < deadline:
+        found = core.read_namespaced_pod(pod, ns)
+        if found.status.phase == "Running" and found.status.pod_ip:
+            return str(found.status.pod_ip)
+        time.sleep(0.3)
+    raise AssertionError(f"pod {pod} never ran: {found.status if found else None}")
+
+
+@contextlib.contextmanager
+def standin_pod(
+    core: client.CoreV1Api, ns: str, image: str, name: str, timeout: float = 120
+) -> Iterator[str]:
+    """The stand-in for the internet: an HTTP server on port 80 in a pod of its own that
+    no run's policy selects (pods here have no route off the machine, and the cluster's
+    guard drops pod-to-host connections, so a host target would prove only the guard).
+    Yields its address once it runs; deleted after."""
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name, labels={"app": "standin"}),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="web",
+                        image=image,
+                        command=["httpd", "-f", "-p", "80", "-h", "/srv/www"],
+                    )
+                ],
+                restart_policy="Never",
+                termination_grace_period_seconds=0,
+                automount_service_account_token=False,
+            ),
+        ),
+    )
+    try:
+        yield pod_ip(core, ns, name, timeout)
+    finally:
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

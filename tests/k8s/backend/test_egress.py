@@ -8,7 +8,6 @@ pod-to-host connections, so a host target would prove only the guard).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,8 @@ import pytest
 from kubernetes import client
 
 from ssebench.spec import Egress, Mount, NetworkPolicy, RunSpec, contract, get_backend, labels
+
+from .conftest import pod_ip, standin_pod
 
 pytestmark = pytest.mark.k8s
 
@@ -35,16 +36,6 @@ def _spec(image: str, run_dir: Path, run_id: str, egress: Egress, env: dict[str,
     )
 
 
-def _ip(core: client.CoreV1Api, ns: str, pod: str) -> str:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        found: Any = core.read_namespaced_pod(pod, ns)
-        if found.status.phase == "Running" and found.status.pod_ip:
-            return str(found.status.pod_ip)
-        time.sleep(0.3)
-    raise AssertionError(f"pod {pod} never ran")
-
-
 def test_restricted_reaches_nothing_and_open_reaches_the_stand_in_only(
     netprobe_image: str,
     test_image: Any,
@@ -54,46 +45,27 @@ def test_restricted_reaches_nothing_and_open_reaches_the_stand_in_only(
     tmp_path: Path,
 ) -> None:
     ns = backend_namespace
-    standin = "standin-" + str(os.getpid())
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=standin, labels={"app": "standin"}),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="web",
-                        image=test_image.ref,
-                        command=["httpd", "-f", "-p", "80", "-h", "/srv/www"],
-                    )
-                ],
-                restart_policy="Never",
-                termination_grace_period_seconds=0,
-                automount_service_account_token=False,
-            ),
-        ),
-    )
     backend = get_backend("k8s")
     handles = []
-    try:
-        standin_ip = _ip(core, ns, standin)
-        daemon = backend.start(
-            _spec(netprobe_image, tmp_path / "d", "daemon", "restricted", {"MODE": "serve"})
-        )
-        handles.append(daemon)
-        daemon_ip = _ip(core, ns, daemon.pod)
-        targets = f"{standin_ip}:80 {daemon_ip}:4263"
-        results = {}
-        for egress in ("restricted", "open"):
-            spec = _spec(netprobe_image, tmp_path / egress, egress, egress, {"TARGETS": targets})
-            handle = backend.start(spec)
-            handles.append(handle)
-            assert backend.wait(handle, timeout=120) == 0
-            results[egress] = "\n".join(backend.logs(handle))
-    finally:
-        for handle in handles:
-            backend.remove(handle)
-        core.delete_namespaced_pod(standin, ns, grace_period_seconds=0)
+    with standin_pod(core, ns, test_image.ref, "standin-" + str(os.getpid())) as standin_ip:
+        try:
+            daemon = backend.start(
+                _spec(netprobe_image, tmp_path / "d", "daemon", "restricted", {"MODE": "serve"})
+            )
+            handles.append(daemon)
+            daemon_ip = pod_ip(core, ns, daemon.pod, 120)
+            targets = f"{standin_ip}:80 {daemon_ip}:4263"
+            results = {}
+            for egress in ("restricted", "open"):
+                run_dir = tmp_path / egress
+                spec = _spec(netprobe_image, run_dir, egress, egress, {"TARGETS": targets})
+                handle = backend.start(spec)
+                handles.append(handle)
+                assert backend.wait(handle, timeout=120) == 0
+                results[egress] = "\n".join(backend.logs(handle))
+        finally:
+            for handle in handles:
+                backend.remove(handle)
 
     assert f"noreach {standin_ip}:80" in results["restricted"], results
     assert f"noreach {daemon_ip}:4263" in results["restricted"], results
@@ -117,46 +89,27 @@ def test_a_restricted_run_connecting_at_its_first_instruction_reaches_nothing(
     any pod reaches without a policy; an open run started with them proves the probe
     connects when nothing stops it."""
     ns = backend_namespace
-    standin = "standin-first-" + str(os.getpid())
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=standin, labels={"app": "standin"}),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="web",
-                        image=test_image.ref,
-                        command=["httpd", "-f", "-p", "80", "-h", "/srv/www"],
-                    )
-                ],
-                restart_policy="Never",
-                termination_grace_period_seconds=0,
-                automount_service_account_token=False,
-            ),
-        ),
-    )
     api_service: Any = core.read_namespaced_service("kubernetes", "default")
     backend = get_backend("k8s")
     handles = []
-    try:
-        standin_ip = _ip(core, ns, standin)
-        targets = f"{standin_ip}:80 {api_service.spec.cluster_ip}:443"
-        runs: list[tuple[Egress, Any]] = []
-        for index, egress in enumerate(("restricted", "restricted", "restricted", "open")):
-            run_id = f"first-{index}"
-            spec = _spec(netprobe_image, tmp_path / run_id, run_id, egress, {"TARGETS": targets})
-            handle = backend.start(spec)
-            handles.append(handle)
-            runs.append((egress, handle))
-        outputs = []
-        for egress, handle in runs:
-            assert backend.wait(handle, timeout=120) == 0
-            outputs.append((egress, "\n".join(backend.logs(handle))))
-    finally:
-        for handle in handles:
-            backend.remove(handle)
-        core.delete_namespaced_pod(standin, ns, grace_period_seconds=0)
+    with standin_pod(core, ns, test_image.ref, "standin-first-" + str(os.getpid())) as standin_ip:
+        try:
+            targets = f"{standin_ip}:80 {api_service.spec.cluster_ip}:443"
+            runs: list[tuple[Egress, Any]] = []
+            for index, egress in enumerate(("restricted", "restricted", "restricted", "open")):
+                run_id = f"first-{index}"
+                run_dir = tmp_path / run_id
+                spec = _spec(netprobe_image, run_dir, run_id, egress, {"TARGETS": targets})
+                handle = backend.start(spec)
+                handles.append(handle)
+                runs.append((egress, handle))
+            outputs = []
+            for egress, handle in runs:
+                assert backend.wait(handle, timeout=120) == 0
+                outputs.append((egress, "\n".join(backend.logs(handle))))
+        finally:
+            for handle in handles:
+                backend.remove(handle)
 
     for egress, output in outputs:
         for target in targets.split():

@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from kubernetes.stream import stream
 
 from ssebench.spec import Mount, NetworkPolicy, RunSpec, contract, get_backend, labels
 
-from .conftest import REGISTRY
+from .conftest import REGISTRY, pod_ip, standin_pod
 
 pytestmark = pytest.mark.k8s
 
@@ -77,16 +76,6 @@ def _admin_kubeconfig() -> str:
         check=True,
     )
     return out.stdout.strip()
-
-
-def _ip(core: client.CoreV1Api, ns: str, pod: str, timeout: float = 300) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found: Any = core.read_namespaced_pod(pod, ns)
-        if found.status.phase == "Running" and found.status.pod_ip:
-            return str(found.status.pod_ip)
-        time.sleep(0.3)
-    raise AssertionError(f"pod {pod} never ran: {found.status}")
 
 
 def _cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 900) -> Any:
@@ -193,7 +182,7 @@ def gateway(
             ),
         ),
     )
-    upstream_ip = _ip(core, ns, "upstream")
+    upstream_ip = pod_ip(core, ns, "upstream", 300)
     (folder / "models.yaml").write_text(
         f"budget: 1.0\nreservation: {CALL_COST}\nmodels:\n  {MODEL}:\n    litellm:\n"
         f"      model: openai/{MODEL}\n"
@@ -305,42 +294,22 @@ def test_a_restricted_model_run_reaches_the_gateway_and_not_the_upstream_or_a_st
     tmp_path: Path,
 ) -> None:
     ns = backend_namespace
-    standin = "standin-gw-" + str(os.getpid())
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=standin, labels={"app": "standin"}),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="web",
-                        image=test_image.ref,
-                        command=["httpd", "-f", "-p", "80", "-h", "/srv/www"],
-                    )
-                ],
-                restart_policy="Never",
-                termination_grace_period_seconds=0,
-                automount_service_account_token=False,
-            ),
-        ),
-    )
     backend = get_backend("k8s")
     handle = None
-    try:
-        standin_ip = _ip(core, ns, standin)
-        targets = f"{gateway.address} {gateway.upstream_ip}:{UPSTREAM_PORT} {standin_ip}:80"
-        # The key store needs a key of this run to bind: a gateway opened for it.
-        opened = backend.gateway(_models(gateway))
-        opened.open_key("probe-gw", [MODEL], 1.0)
-        spec = _spec(netprobe_image, tmp_path / "r", "probe-gw", {"TARGETS": targets})
-        handle = backend.start(spec)
-        assert backend.wait(handle, timeout=180) == 0
-        said = "\n".join(backend.logs(handle))
-    finally:
-        if handle is not None:
-            backend.remove(handle)
-        core.delete_namespaced_pod(standin, ns, grace_period_seconds=0)
-        backend.gateway(_models(gateway)).close_key("probe-gw")
+    with standin_pod(core, ns, test_image.ref, "standin-gw-" + str(os.getpid()), 300) as standin_ip:
+        try:
+            targets = f"{gateway.address} {gateway.upstream_ip}:{UPSTREAM_PORT} {standin_ip}:80"
+            # The key store needs a key of this run to bind: a gateway opened for it.
+            opened = backend.gateway(_models(gateway))
+            opened.open_key("probe-gw", [MODEL], 1.0)
+            spec = _spec(netprobe_image, tmp_path / "r", "probe-gw", {"TARGETS": targets})
+            handle = backend.start(spec)
+            assert backend.wait(handle, timeout=180) == 0
+            said = "\n".join(backend.logs(handle))
+        finally:
+            if handle is not None:
+                backend.remove(handle)
+            backend.gateway(_models(gateway)).close_key("probe-gw")
     assert f"netprobe: reach {gateway.address}" in said, said
     assert f"noreach {gateway.upstream_ip}:{UPSTREAM_PORT}" in said, said
     assert f"noreach {standin_ip}:80" in said, said
