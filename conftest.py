@@ -36,6 +36,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("integrity") and not item.get_closest_marker("docker"):
             item.add_marker(pytest.mark.docker)
+        item.user_properties.append(("tier", tier_of(item)))
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier a test is timed in (scripts/test.sh runs each as a pytest run of its own;
+    scripts/tier_report.py reads the junit property this sets): the first that applies of
+    chaos, k8s, integrity, docker, process, else unit."""
+    if Path(item.path).resolve().is_relative_to(Path(__file__).resolve().parent / "tests/chaos"):
+        return "chaos"
+    for marker in ("k8s", "integrity", "docker", "process"):
+        if item.get_closest_marker(marker):
+            return marker
+    return "unit"
 
 
 def missing(reason: str) -> None:

@@ -33,16 +33,36 @@ run ruff format --check .
 say "mypy --strict"
 # images/ (tool/setup.py runs as root at build time) and benchmarks/ too.
 run mypy packages/*/src images benchmarks plugins tests/fixtures/ssebench-example-ext/src
-say "pytest"
-if [ "${CI:-}" = true ] && [ $# = 0 ]; then
-    # CI owns its engine: the chaos tier runs last and alone, with the engine restart
-    # that stops every container on the engine (tests/chaos/test_chaos.py).
-    rc=0
-    # --durations: where the minutes go, in the CI log.
-    run pytest --ignore=tests/chaos --durations=40 || rc=$?
-    say "pytest: the chaos tier, with an engine restart"
-    SSEBENCH_CHAOS_ENGINE_RESTART=1 run pytest tests/chaos || rc=$?
-    exit "$rc"
-else
-    run pytest "$@"
+# Each tier is a pytest run of its own (its markers in the root conftest.py's tier_of),
+# timed, with a junit file that scripts/tier_report.py reads for the table at the end.
+TIER_DIR=$(mktemp -d /tmp/ssebench-tiers.XXXXXX)
+tier() {
+    local name=$1 start rc=0
+    shift
+    say "pytest: the $name tier"
+    start=$EPOCHREALTIME
+    run pytest --junitxml="$TIER_DIR/$name.xml" "$@" || rc=$?
+    awk "BEGIN { print $EPOCHREALTIME - $start }" >"$TIER_DIR/$name.wall"
+    return "$rc"
+}
+if [ $# != 0 ]; then
+    tier selection "$@" || rc=$?
+    run python scripts/tier_report.py "$TIER_DIR"
+    exit "${rc:-0}"
 fi
+rc=0
+tier unit -m "not docker and not k8s and not process" --ignore=tests/chaos || rc=$?
+tier process -m "process and not docker and not k8s" --ignore=tests/chaos || rc=$?
+tier docker -m "docker and not integrity and not k8s" --ignore=tests/chaos || rc=$?
+tier integrity -m "integrity and not k8s" --ignore=tests/chaos || rc=$?
+tier k8s -m k8s --ignore=tests/chaos || rc=$?
+# The chaos tier runs last and alone. Under CI, which owns its engine, with the engine
+# restart that stops every container on the engine (tests/chaos/test_chaos.py).
+if [ "${CI:-}" = true ]; then
+    SSEBENCH_CHAOS_ENGINE_RESTART=1 tier chaos tests/chaos || rc=$?
+else
+    tier chaos tests/chaos || rc=$?
+fi
+run python scripts/tier_report.py "$TIER_DIR" --expect unit,process,docker,integrity,k8s,chaos \
+    || rc=$?
+exit "$rc"

@@ -1,0 +1,81 @@
+"""scripts/test.sh's closing table: every tier's time, and the slowest tests.
+
+A real pytest run makes the junit file each tier leaves; the report must name every
+tier with its time, and refuse (exit 1, naming it) a tier whose time is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "scripts" / "tier_report.py"
+TIERS = ("unit", "process", "docker", "integrity", "k8s", "chaos")
+
+pytestmark = pytest.mark.process
+
+
+def _run_report(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPORT), str(folder), "--expect", ",".join(TIERS)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def tier_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six tiers' files, each made of one real pytest run's junit output."""
+    folder = tmp_path_factory.mktemp("tiers")
+    junit = folder / "made.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"--junitxml={junit}", str(ROOT / "tests/repo/test_settings.py")],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert cases, "the pytest run left no test case"
+    tiers = {p.get("value") for c in cases for p in c.iter("property") if p.get("name") == "tier"}
+    assert tiers == {"unit"}, f"every test carries its tier as a junit property: {tiers}"
+    for number, tier in enumerate(TIERS, start=1):
+        # The report reads the tier from each case's property, as test.sh's runs set it.
+        (folder / f"{tier}.xml").write_text(
+            junit.read_text().replace('name="tier" value="unit"', f'name="tier" value="{tier}"')
+        )
+        (folder / f"{tier}.wall").write_text(f"{number * 61}.25\n")
+    junit.unlink()
+    return folder
+
+
+def test_the_report_gives_every_tier_its_wall_time_and_the_slowest_tests(
+    tier_folder: Path,
+) -> None:
+    done = _run_report(tier_folder)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.strip()}
+    for number, tier in enumerate(TIERS, start=1):
+        minutes, seconds = divmod(number * 61, 60)
+        assert tier in rows, f"no row for the {tier} tier:\n{done.stdout}"
+        assert rows[tier][3] == f"{minutes}m{seconds:02d}s", rows[tier]
+    assert "slowest tests" in done.stdout
+    assert "tests.repo.test_settings::test_" in done.stdout
+
+
+def test_a_tier_whose_time_is_missing_fails_the_report_and_is_named(
+    tier_folder: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tiers"
+    shutil.copytree(tier_folder, folder)
+    (folder / "k8s.wall").unlink()
+    (folder / "chaos.xml").unlink()
+    (folder / "chaos.wall").unlink()
+    done = _run_report(folder)
+    assert done.returncode == 1
+    assert "no time for k8s, chaos" in done.stderr
