@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +265,56 @@ def test_the_inputs_digest_follows_names_modes_contents_and_links(tmp_path: Path
         digest = inputs_digest(["parent"], folder)
         assert digest not in seen
         seen.add(digest)
+
+
+class SlowEngine(EngineWithImages):
+    """The engine tags the image as its build ends, as Docker does; each build waits for
+    `release` first, so two callers are sure to overlap."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.sent = 0
+        engine = self
+
+        class SlowAPI(FakeAPI):
+            def build(self, **options: Any) -> Iterator[dict[str, Any]]:
+                engine.sent += 1
+
+                def stream() -> Iterator[dict[str, Any]]:
+                    assert engine.release.wait(30)
+                    yield from CACHED_BUILD
+                    engine.images.tagged[options["tag"]] = FakeImage(
+                        "sha256:42b59e12266f", options["labels"]
+                    )
+
+                return stream()
+
+        self.api = SlowAPI(CACHED_BUILD)
+
+
+def test_two_processes_building_one_layer_at_once_send_one_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second waits for the first (a lock in the cache folder), then reuses its image."""
+    monkeypatch.setenv("SSEBENCH_CACHE_DIR", str(tmp_path))
+    engine = SlowEngine()
+    results: list[Any] = []
+
+    def layer() -> None:
+        results.append(
+            build_layer(  # type: ignore[arg-type]
+                engine, layer="case", tag="ssebench/case/demo/t:1", context=Path("/x"), inputs="p"
+            )
+        )
+
+    threads = [threading.Thread(target=layer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.3)
+    assert engine.sent == 1, "the second builder sent a build while the first was building"
+    engine.release.set()
+    for thread in threads:
+        thread.join(30)
+    assert engine.sent == 1
+    assert sorted(len(r.steps) for r in results) == [0, 5]  # one built, one reused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -100,14 +101,15 @@ def _contents(tree: Path) -> dict[str, bytes | None]:
     }
 
 
-def test_two_builders_preparing_the_same_tree_at_once_both_get_a_complete_tree(
+def test_two_builders_preparing_the_same_tree_at_once_fill_it_once_and_both_get_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
-    started = threading.Barrier(2)
+    fills: list[int] = []
 
     def fill(_work: Path, tree: Path) -> None:
-        started.wait(timeout=10)
+        fills.append(1)
+        time.sleep(0.5)  # the second builder arrives meanwhile, and waits
         tree.mkdir()
         (tree / "module.py").write_text("X = 1\n")
 
@@ -122,7 +124,9 @@ def test_two_builders_preparing_the_same_tree_at_once_both_get_a_complete_tree(
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
+    assert len(fills) == 1
     assert len(trees) == 2 and trees[0].folder == trees[1].folder
+    assert sorted(t.reused for t in trees) == [False, True]
     assert (trees[0].folder / "module.py").read_text() == "X = 1\n"
     assert sorted(p.name for p in (tmp_path / "runtime-packages").iterdir()) == ["kind-" + "k" * 32]
 

@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import IO, Final
 
 import docker.utils.build
+from ssebench.backends.docker._cache import cache_root
 from ssebench.backends.docker._layers import _normalized
-from ssebench.backends.docker._wheelhouse import PYTHON_VERSION, cache_root, find_uv
+from ssebench.backends.docker._wheelhouse import PYTHON_VERSION, find_uv
 from ssebench.spec import Agent, ImageUnavailableError
 
 PACKAGES_IN_CONTEXT: Final = "packages"

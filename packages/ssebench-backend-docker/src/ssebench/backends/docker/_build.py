@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Final
@@ -20,6 +20,7 @@ from typing import IO, Any, Final
 from typing_extensions import override
 
 import docker
+from ssebench.backends.docker._cache import cache_lock
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._from_images import require_from_images
 from ssebench.spec import (
@@ -262,58 +263,64 @@ def build_layer(
             missing locally (nothing is sent).
         BackendError: the engine cannot be reached.
     """
-    log = _Log(layer, tag, progress)
-    labels = {REGISTRY_LABEL: registry(), **(labels or {})}
-    if inputs is not None:
-        settings = [*sorted((buildargs or {}).items()), *sorted(labels.items())]
-        if platform is not None:
-            # Only when set: an image built for the engine's own platform keeps its digest.
-            settings.append(("platform", platform))
-        labels[INPUTS_LABEL] = inputs_digest(
-            [inputs, dockerfile, *(f"{name}={value}" for name, value in settings)]
-        )
-        current = None if nocache else _current(client, tag, labels[INPUTS_LABEL])
-        if current is not None:
-            progress(
-                BuildLine(layer, f"{tag} is up to date: its inputs have not changed", reused=True)
+    # A cached layer is made by one process at a time: a second finds the first's current.
+    with cache_lock("image", tag) if inputs is not None else nullcontext():
+        log = _Log(layer, tag, progress)
+        labels = {REGISTRY_LABEL: registry(), **(labels or {})}
+        if inputs is not None:
+            settings = [*sorted((buildargs or {}).items()), *sorted(labels.items())]
+            if platform is not None:
+                # Only when set: an image built for the engine's own platform keeps its digest.
+                settings.append(("platform", platform))
+            labels[INPUTS_LABEL] = inputs_digest(
+                [inputs, dockerfile, *(f"{name}={value}" for name, value in settings)]
             )
-            return BuiltImage(layer=layer, tag=tag, image_id=current)
-    if isinstance(context, Path):
-        # The builder would pull a missing FROM image; nothing is ever pulled.
-        require_from_images(
-            client, layer=layer, dockerfile=context / dockerfile, buildargs=buildargs or {}
-        )
-    options: dict[str, Any] = {
-        "tag": tag,
-        "dockerfile": dockerfile,
-        "buildargs": dict(buildargs or {}),
-        "nocache": nocache,
-        "labels": labels,
-        "rm": True,
-        "forcerm": True,
-        "pull": False,
-        "decode": True,
-    }
-    if platform is not None:
-        options["platform"] = platform
-    with ExitStack() as stack, engine_errors(f"building the {layer} layer ({tag})"):
+            current = None if nocache else _current(client, tag, labels[INPUTS_LABEL])
+            if current is not None:
+                progress(
+                    BuildLine(
+                        layer, f"{tag} is up to date: its inputs have not changed", reused=True
+                    )
+                )
+                return BuiltImage(layer=layer, tag=tag, image_id=current)
         if isinstance(context, Path):
-            options["path"] = str(context)
-        else:
-            options["custom_context"] = True
-            options["fileobj"] = stack.enter_context(context()) if callable(context) else context
-        for chunk in _chunks(client, options, log):
-            if "error" in chunk:
-                raise log.failure(str(chunk["error"]))
-            if "stream" in chunk:
-                log.feed(str(chunk["stream"]))
-            aux = chunk.get("aux")
-            if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
-                log.image_id = aux["ID"]
-        log.flush()
-    if log.image_id is None:
-        raise log.failure("the engine reported no image")
-    return BuiltImage(layer=layer, tag=tag, image_id=log.image_id, steps=tuple(log.steps))
+            # The builder would pull a missing FROM image; nothing is ever pulled.
+            require_from_images(
+                client, layer=layer, dockerfile=context / dockerfile, buildargs=buildargs or {}
+            )
+        options: dict[str, Any] = {
+            "tag": tag,
+            "dockerfile": dockerfile,
+            "buildargs": dict(buildargs or {}),
+            "nocache": nocache,
+            "labels": labels,
+            "rm": True,
+            "forcerm": True,
+            "pull": False,
+            "decode": True,
+        }
+        if platform is not None:
+            options["platform"] = platform
+        with ExitStack() as stack, engine_errors(f"building the {layer} layer ({tag})"):
+            if isinstance(context, Path):
+                options["path"] = str(context)
+            else:
+                options["custom_context"] = True
+                options["fileobj"] = (
+                    stack.enter_context(context()) if callable(context) else context
+                )
+            for chunk in _chunks(client, options, log):
+                if "error" in chunk:
+                    raise log.failure(str(chunk["error"]))
+                if "stream" in chunk:
+                    log.feed(str(chunk["stream"]))
+                aux = chunk.get("aux")
+                if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
+                    log.image_id = aux["ID"]
+            log.flush()
+        if log.image_id is None:
+            raise log.failure("the engine reported no image")
+        return BuiltImage(layer=layer, tag=tag, image_id=log.image_id, steps=tuple(log.steps))
 
 
 def _current(client: docker.DockerClient, tag: str, inputs: str) -> str | None:

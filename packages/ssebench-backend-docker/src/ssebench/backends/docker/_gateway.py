@@ -44,10 +44,10 @@ from typing_extensions import override
 
 import docker
 import docker.types
+from ssebench.backends.docker._cache import cache_root
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._gateway_image import build_gateway_image
 from ssebench.backends.docker._gateway_store import KeyStore
-from ssebench.backends.docker._wheelhouse import cache_root
 from ssebench.spec import (
     DEFAULT_RESERVATION,
     BackendError,

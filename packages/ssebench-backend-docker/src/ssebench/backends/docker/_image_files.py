@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from ssebench.backends.docker._wheelhouse import cache_root
+from ssebench.backends.docker._cache import cache_root
 from ssebench.spec.atomic import write_atomically
 
 KEEP_IMAGES: Final = 64

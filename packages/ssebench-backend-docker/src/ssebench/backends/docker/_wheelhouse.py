@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
+from ssebench.backends.docker._cache import cache_lock, cache_root
 from ssebench.spec import ImageUnavailableError, settings
 from ssebench.spec.atomic import write_atomically
 
@@ -86,15 +87,6 @@ class RuntimePackages:
 
     dependencies: PackageTree
     workspace: PackageTree
-
-
-def cache_root() -> Path:
-    """SSEBench's cache folder: `SSEBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/ssebench`."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ssebench"
 
 
 def find_uv() -> str:
@@ -188,27 +180,22 @@ def _cached_tree(
     root = cache_root() / "runtime-packages"
     entry = root / f"{kind}-{key[:32]}"
     tree = entry / "site-packages"
-    if (entry / "complete").is_file() and not force:
-        say(f"packages: reusing the {kind} tree {tree}")
-        os.utime(entry)  # most recently used: kept by _prune
-        return PackageTree(folder=tree, key=key, reused=True)
     root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{kind}-{key[:32]}.", dir=root))
-    try:
-        fill(work, work / "site-packages")
-        _strip_host_specifics(work / "site-packages")
-        (work / "complete").write_text(key + "\n")
+    # One process fills a tree; another waits, then reuses it.
+    with cache_lock("packages", entry.name):
         if (entry / "complete").is_file() and not force:
-            # Another process made the same tree meanwhile (it may be reading it): use it.
+            say(f"packages: reusing the {kind} tree {tree}")
+            os.utime(entry)  # most recently used: kept by _prune
             return PackageTree(folder=tree, key=key, reused=True)
-        shutil.rmtree(entry, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{kind}-{key[:32]}.", dir=root))
         try:
+            fill(work, work / "site-packages")
+            _strip_host_specifics(work / "site-packages")
+            (work / "complete").write_text(key + "\n")
+            shutil.rmtree(entry, ignore_errors=True)
             work.rename(entry)
-        except OSError:
-            if not (entry / "complete").is_file():
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     _prune(root, kind, keep=entry)
     return PackageTree(folder=tree, key=key, reused=False)
 
