@@ -38,10 +38,24 @@ def ssebench_leftovers() -> list[str]:
     return found
 
 
+_docker_tests_ran: list[str] = []
+"""Node IDs of Docker tests that reported; under pytest-xdist the controller hears every
+worker's reports here, and its own `session.items` is empty."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and "docker" in report.keywords:
+        _docker_tests_ran.append(report.nodeid)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the others may still have runs up; the controller checks
     wanted = os.environ.get("CI") or os.environ.get("SSEBENCH_CHECK_LEFTOVERS") == "1"
-    ran_docker = any(item.get_closest_marker("docker") for item in session.items)
-    if not (wanted and ran_docker and session.testscollected):
+    ran_docker = _docker_tests_ran or any(
+        item.get_closest_marker("docker") for item in session.items
+    )
+    if not (wanted and ran_docker):
         return
     left = ssebench_leftovers()
     if left:

@@ -8,6 +8,7 @@ and torn down when the suite ends.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -16,17 +17,25 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Final
 
 from typing_extensions import override
 
-NETNS: Final = "ssebtest-inet"
-"""The stand-in's network namespace."""
+NETNS_PREFIX: Final = "ssebtest-inet-"
+"""The stand-in's network namespace is this and the process ID: two suites on one machine
+(parallel test workers) each have their own."""
 
-# A range reserved for benchmarks (RFC 2544), used only inside this machine.
-HOST_SIDE: Final = "198.18.7.1"
-STANDIN: Final = "198.18.7.2"
 STANDIN_PORT: Final = 8099
+
+
+def _addresses(pid: int) -> tuple[str, str]:
+    """The host side's and the stand-in's address: a /30 of 198.19.0.0/16 chosen by `pid`,
+    in the range reserved for benchmarks (RFC 2544), used only inside this machine."""
+    first = (pid % 16384) * 4
+    prefix = f"198.19.{first // 256}."
+    return prefix + str(first % 256 + 1), prefix + str(first % 256 + 2)
+
 
 # A bare TCP server: http.server looks its own name up, which would send DNS
 # queries off this machine from inside the namespace.
@@ -85,6 +94,7 @@ class Network:
         self._host: socketserver.ThreadingTCPServer | None = None
         self._standin: subprocess.Popen[bytes] | None = None
         self._namespace = False
+        self._pid = os.getpid()
 
     def host_server(self) -> int:
         """The port of a TCP server listening on every address of this host."""
@@ -103,32 +113,38 @@ class Network:
         with self._lock:
             if self._standin is None:
                 self._start_standin()
-            return f"{STANDIN}:{STANDIN_PORT}"
+            return f"{_addresses(self._pid)[1]}:{STANDIN_PORT}"
 
     def _start_standin(self) -> None:
         if shutil.which("ip") is None:
             raise AssertionError("iproute2 is needed to stand up the egress checks' namespace")
-        self._remove_namespace()  # what an interrupted earlier suite may have left
-        _ip("netns", "add", NETNS)
+        _remove_stale_namespaces()  # what interrupted earlier suites may have left
+        netns, host_link, standin_link = self._names()
+        host_side, standin = _addresses(self._pid)
+        _ip("netns", "add", netns)
         self._namespace = True
-        _ip("link", "add", "ssebt-h", "type", "veth", "peer", "name", "ssebt-n")
-        _ip("link", "set", "ssebt-n", "netns", NETNS)
-        _ip("addr", "add", f"{HOST_SIDE}/30", "dev", "ssebt-h")
-        _ip("link", "set", "ssebt-h", "up")
-        _ip("-n", NETNS, "addr", "add", f"{STANDIN}/30", "dev", "ssebt-n")
-        _ip("-n", NETNS, "link", "set", "ssebt-n", "up")
-        _ip("-n", NETNS, "link", "set", "lo", "up")
+        _ip("link", "add", host_link, "type", "veth", "peer", "name", standin_link)
+        _ip("link", "set", standin_link, "netns", netns)
+        _ip("addr", "add", f"{host_side}/30", "dev", host_link)
+        _ip("link", "set", host_link, "up")
+        _ip("-n", netns, "addr", "add", f"{standin}/30", "dev", standin_link)
+        _ip("-n", netns, "link", "set", standin_link, "up")
+        _ip("-n", netns, "link", "set", "lo", "up")
         # No default route in the namespace: replies go to the host side, which is
         # directly connected (open runs are masqueraded to it), and nothing in the
         # namespace can send anywhere else.
-        server = [sys.executable, "-c", _SERVER, STANDIN, str(STANDIN_PORT)]
-        self._standin = subprocess.Popen(["ip", "netns", "exec", NETNS, *server])
-        wait_until_listening(STANDIN, STANDIN_PORT)
+        server = [sys.executable, "-c", _SERVER, standin, str(STANDIN_PORT)]
+        self._standin = subprocess.Popen(["ip", "netns", "exec", netns, *server])
+        wait_until_listening(standin, STANDIN_PORT)
 
-    @staticmethod
-    def _remove_namespace() -> None:
-        subprocess.run(["ip", "link", "del", "ssebt-h"], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, check=False)
+    def _names(self) -> tuple[str, str, str]:
+        """The namespace's name and its veth pair's (at most 15 characters each)."""
+        return f"{NETNS_PREFIX}{self._pid}", f"ssebt{self._pid}h", f"ssebt{self._pid}n"
+
+    def _remove_namespace(self) -> None:
+        netns, host_link, _ = self._names()
+        subprocess.run(["ip", "link", "del", host_link], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
 
     def close(self) -> None:
         """Stop both servers and remove the namespace; safe to call more than once."""
@@ -144,3 +160,13 @@ class Network:
             if self._namespace:
                 self._remove_namespace()
                 self._namespace = False
+
+
+def _remove_stale_namespaces() -> None:
+    """Remove stand-in namespaces whose process is gone (deleting the namespace deletes
+    the veth pair with it)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
+    for found in re.finditer(rf"^{re.escape(NETNS_PREFIX)}(\d+)\b", listed.stdout, re.MULTILINE):
+        pid = int(found.group(1))
+        if pid == os.getpid() or not Path(f"/proc/{pid}").exists():
+            subprocess.run(["ip", "netns", "del", found.group(0)], capture_output=True, check=False)
