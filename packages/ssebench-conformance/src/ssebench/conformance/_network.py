@@ -8,6 +8,7 @@ and torn down when the suite ends.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -23,16 +24,20 @@ from typing import Final
 from typing_extensions import override
 
 NETNS_PREFIX: Final = "ssebtest-inet-"
-"""The stand-in's network namespace is this and the process ID: two suites on one machine
-(parallel test workers) each have their own."""
+"""The stand-in's network namespace is this, the process ID and the instance's number in
+that process: parallel test workers, and the suites of one worker (one per mode), each
+have their own."""
+
+_INSTANCES: Final = itertools.count()
 
 STANDIN_PORT: Final = 8099
 
 
-def _addresses(pid: int) -> tuple[str, str]:
-    """The host side's and the stand-in's address: a /30 of 198.19.0.0/16 chosen by `pid`,
-    in the range reserved for benchmarks (RFC 2544), used only inside this machine."""
-    first = (pid % 16384) * 4
+def _addresses(pid: int, instance: int) -> tuple[str, str]:
+    """The host side's and the stand-in's address: a /30 of 198.19.0.0/16 chosen by `pid`
+    and `instance`, in the range reserved for benchmarks (RFC 2544), used only inside this
+    machine. Workers started together have nearby process IDs, so their /30s differ."""
+    first = ((pid % 4096) * 4 + instance % 4) * 4
     prefix = f"198.19.{first // 256}."
     return prefix + str(first % 256 + 1), prefix + str(first % 256 + 2)
 
@@ -95,6 +100,7 @@ class Network:
         self._standin: subprocess.Popen[bytes] | None = None
         self._namespace = False
         self._pid = os.getpid()
+        self._instance = next(_INSTANCES)
 
     def host_server(self) -> int:
         """The port of a TCP server listening on every address of this host."""
@@ -113,14 +119,14 @@ class Network:
         with self._lock:
             if self._standin is None:
                 self._start_standin()
-            return f"{_addresses(self._pid)[1]}:{STANDIN_PORT}"
+            return f"{_addresses(self._pid, self._instance)[1]}:{STANDIN_PORT}"
 
     def _start_standin(self) -> None:
         if shutil.which("ip") is None:
             raise AssertionError("iproute2 is needed to stand up the egress checks' namespace")
         _remove_stale_namespaces()  # what interrupted earlier suites may have left
         netns, host_link, standin_link = self._names()
-        host_side, standin = _addresses(self._pid)
+        host_side, standin = _addresses(self._pid, self._instance)
         _ip("netns", "add", netns)
         self._namespace = True
         _ip("link", "add", host_link, "type", "veth", "peer", "name", standin_link)
@@ -139,7 +145,8 @@ class Network:
 
     def _names(self) -> tuple[str, str, str]:
         """The namespace's name and its veth pair's (at most 15 characters each)."""
-        return f"{NETNS_PREFIX}{self._pid}", f"ssebt{self._pid}h", f"ssebt{self._pid}n"
+        key = f"{self._pid}x{self._instance}"
+        return f"{NETNS_PREFIX}{key}", f"sb{key}h", f"sb{key}n"
 
     def _remove_namespace(self) -> None:
         netns, host_link, _ = self._names()
@@ -164,9 +171,9 @@ class Network:
 
 def _remove_stale_namespaces() -> None:
     """Remove stand-in namespaces whose process is gone (deleting the namespace deletes
-    the veth pair with it)."""
+    the veth pair with it). This process's own are live suites': each closes its own."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
-    for found in re.finditer(rf"^{re.escape(NETNS_PREFIX)}(\d+)\b", listed.stdout, re.MULTILINE):
-        pid = int(found.group(1))
-        if pid == os.getpid() or not Path(f"/proc/{pid}").exists():
+    pattern = rf"^{re.escape(NETNS_PREFIX)}(\d+)x\d+\b"
+    for found in re.finditer(pattern, listed.stdout, re.MULTILINE):
+        if not Path(f"/proc/{found.group(1)}").exists():
             subprocess.run(["ip", "netns", "del", found.group(0)], capture_output=True, check=False)
