@@ -39,6 +39,66 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.user_properties.append(("tier", tier_of(item)))
 
 
+XDIST_GROUPS = {
+    # One gateway container per registry prefix, started by the session's first user.
+    "tests/gateway/": "gateway",
+    # Session runs in both modes, a PoC that hangs from the session's start, one stand-in.
+    "tests/integrity/": "integrity",
+    # The cluster's fixed probe tag; the pushed agents, tasks and graders.
+    "tests/k8s/backend/test_conformance.py": "k8s-conformance",
+    "tests/k8s/backend/test_runs.py": "k8s-pushed",
+    "tests/k8s/backend/test_eval.py": "k8s-pushed",
+    "tests/k8s/backend/test_sidecar.py": "k8s-pushed-sidecar",
+    "tests/k8s/backend/test_stop_grading.py": "k8s-pushed-sidecar",
+    # One registry, and case images untagged and pulled again.
+    "tests/prebuilt/": "prebuilt",
+    # test_probe_image asserts no probe container is on the engine; scan and verify make some.
+    "packages/ssebench-backend-docker/tests/test_probe_image.py": "probe-containers",
+    "packages/ssebench-runner/tests/test_dataset_scan.py": "probe-containers",
+    "packages/ssebench-runner/tests/test_dataset_verify.py": "probe-containers",
+}
+"""Tests that share a session's work or the engine's state run on one pytest-xdist worker
+(`-n N --dist loadgroup`); every other module is a group of its own, so a module's fixtures
+are made once. The groups named here are handed out first, in this order (the longest
+first: a long group started last would end the tier alone), then the rest, most tests
+first."""
+
+
+def xdist_group_of(nodeid: str) -> str:
+    """The group of the test `nodeid` (relative to this folder)."""
+    path = nodeid.split("::", 1)[0]
+    return next((g for prefix, g in XDIST_GROUPS.items() if path.startswith(prefix)), path)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by XDIST_GROUPS. xdist's own reads `xdist_group` marks by
+    rewriting node IDs, which pytest 9 no longer lets it do: every test became a group of
+    its own, and the gateway's tests ran on four workers at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The queue, not the workers' collections: work is sent as indexes into those.
+            queue = self.workqueue
+            for group in sorted(queue, key=lambda group: _rank(group, len(queue[group]))):
+                queue.move_to_end(group)
+            super()._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
+
+
+def _rank(group: str, size: int) -> tuple[int, int]:
+    """Groups handed out first sort first: the named ones in order, then the largest."""
+    named = list(dict.fromkeys(XDIST_GROUPS.values()))
+    return (named.index(group) if group in named else len(named)), -size
+
+
 def tier_of(item: pytest.Item) -> str:
     """The tier a test is timed in (scripts/test.sh runs each as a pytest run of its own;
     scripts/tier_report.py reads the junit property this sets): the first that applies of

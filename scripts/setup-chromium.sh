@@ -11,6 +11,14 @@ if [ "$(id -u)" != 0 ]; then
     echo "setup-chromium: chromium is missing and only root can install it (apt-get install chromium)" >&2
     exit 1
 fi
+# Parallel test workers may all ask at once: one installs, the others wait and find it.
+exec 9>/var/lock/ssebench-setup-chromium.lock
+flock 9
+if command -v chromium >/dev/null 2>&1; then
+    exit 0
+fi
 say "installing chromium (the report tests open the HTML report in it)"
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+# Lock::Timeout: another apt (set-up of the cluster, say) may hold dpkg's lock for a while.
+install=(apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends chromium)
+DEBIAN_FRONTEND=noninteractive "${install[@]}" >/dev/null \
+    || { apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive "${install[@]}" >/dev/null; }

@@ -19,7 +19,7 @@ def _namespaces() -> set[str]:
 
 
 def _answer(address: str) -> bytes:
-    with urllib.request.urlopen(f"http://{address}/", timeout=5) as response:  # noqa: S310
+    with urllib.request.urlopen(f"http://{address}/", timeout=5) as response:
         return bytes(response.read())
 
 
