@@ -17,7 +17,7 @@ import pytest
 
 from .helpers import TASK, remove_ours, start, summary_of
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(2400)]
 
 PROBE_ROUNDS = 15
 

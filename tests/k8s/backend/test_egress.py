@@ -18,7 +18,8 @@ from ssebench.spec import Egress, Mount, NetworkPolicy, RunSpec, contract, get_b
 
 from .conftest import pod_ip, standin_pod
 
-pytestmark = pytest.mark.k8s
+# The policy's wait is timed (a second of silence): not under another test's load.
+pytestmark = [pytest.mark.k8s, pytest.mark.alone]
 
 
 def _spec(image: str, run_dir: Path, run_id: str, egress: Egress, env: dict[str, str]) -> RunSpec:

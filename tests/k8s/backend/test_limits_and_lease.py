@@ -25,7 +25,8 @@ from ssebench.spec.lease import LEASE_TTL, current_lease, renewal
 
 from .test_runs import ROOT, SSEBENCH, TASKS, _cli, _gone, _leftovers, _wait_for_line
 
-pytestmark = pytest.mark.k8s
+# A fork bomb and a memory hog on the node, and a lease's timing: nothing beside them.
+pytestmark = [pytest.mark.k8s, pytest.mark.alone]
 
 DEMO = str(ROOT / "datasets/demo")
 
