@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,22 @@ def _rank(group: str, size: int) -> tuple[int, int]:
     """Groups handed out first sort first: the named ones in order, then the largest."""
     named = list(dict.fromkeys(XDIST_GROUPS.values()))
     return (named.index(group) if group in named else len(named)), -size
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.user_properties.append(("started", f"{time.time():.3f}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Each test's start and end (epoch seconds) go to the junit file beside its tier:
+    tiers that share a parallel run (docker and integrity) each get their own wall time,
+    from their first test's start to their last one's end (scripts/tier_report.py)."""
+    try:
+        yield
+    finally:
+        item.user_properties.append(("ended", f"{time.time():.3f}"))
 
 
 def tier_of(item: pytest.Item) -> str:

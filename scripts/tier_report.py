@@ -1,9 +1,11 @@
 """Where the minutes of a test run went: the time per tier and the slowest tests.
 
-`scripts/test.sh` runs each tier as a pytest run of its own with `--junitxml=DIR/<tier>.xml`
-and writes its wall time, in seconds, to `DIR/<tier>.wall`; a run of a selection the
-user chose is one file, `DIR/selection.xml`. Every test carries its tier as the junit
-property `tier` (the root conftest.py sets it), so the table also splits a single run.
+`scripts/test.sh` runs the tiers as pytest runs with `--junitxml=DIR/<run>.xml` and writes
+each run's wall time, in seconds, to `DIR/<run>.wall`; one run may hold several tiers (the
+docker and integrity tiers share one parallel run). Every test carries its tier and its
+start and end (epoch seconds) as the junit properties `tier`, `started` and `ended` (the
+root conftest.py sets them): a tier's wall time is from its first test's start to its
+last test's end, whichever runs it shared.
 
     python scripts/tier_report.py DIR [--expect unit,process,...] [--slowest 20]
 
@@ -29,21 +31,34 @@ class TierTimes:
     tests: int = 0
     failed: int = 0
     test_seconds: float = 0.0
-    wall_seconds: float | None = None
+    started: float | None = None
+    ended: float | None = None
+
+    @property
+    def wall_seconds(self) -> float | None:
+        if self.started is None or self.ended is None:
+            return None
+        return self.ended - self.started
 
 
 @dataclass
 class Report:
     tiers: dict[str, TierTimes] = field(default_factory=dict)
+    runs: dict[str, float] = field(default_factory=dict)
+    """Each pytest run's wall time, by its name."""
     slowest: list[tuple[float, str, str]] = field(default_factory=list)
     """(seconds, tier, test) of every test case read."""
 
 
-def _tier_of(case: ET.Element, default: str) -> str:
-    for prop in case.iter("property"):
-        if prop.get("name") == "tier":
-            return prop.get("value") or default
-    return default
+def _properties(case: ET.Element) -> dict[str, str]:
+    return {p.get("name") or "": p.get("value") or "" for p in case.iter("property")}
+
+
+def _stamp(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
 
 
 def _test_name(case: ET.Element) -> str:
@@ -51,23 +66,27 @@ def _test_name(case: ET.Element) -> str:
 
 
 def read(folder: Path) -> Report:
-    """Every `<name>.xml` junit file of `folder` and the `<name>.wall` beside it."""
+    """Every `<run>.xml` junit file of `folder` and the `<run>.wall` beside it."""
     report = Report()
     for xml_file in sorted(folder.glob("*.xml")):
-        run_name = xml_file.stem
         # Our own pytest runs wrote these files: no untrusted XML here.
         for case in ET.parse(xml_file).getroot().iter("testcase"):  # noqa: S314
-            tier = _tier_of(case, run_name)
+            properties = _properties(case)
+            tier = properties.get("tier") or xml_file.stem
             times = report.tiers.setdefault(tier, TierTimes())
             seconds = float(case.get("time") or 0.0)
             times.tests += 1
             times.test_seconds += seconds
             if case.find("failure") is not None or case.find("error") is not None:
                 times.failed += 1
+            started, ended = _stamp(properties.get("started")), _stamp(properties.get("ended"))
+            if started is not None and ended is not None:
+                times.started = min(started, times.started or started)
+                times.ended = max(ended, times.ended or ended)
             report.slowest.append((seconds, tier, _test_name(case)))
         wall = xml_file.with_suffix(".wall")
         if wall.is_file():
-            report.tiers.setdefault(run_name, TierTimes()).wall_seconds = float(wall.read_text())
+            report.runs[xml_file.stem] = float(wall.read_text())
     report.slowest.sort(reverse=True)
     return report
 
@@ -82,8 +101,9 @@ def _clock(seconds: float | None) -> str:
 def render(report: Report, slowest: int) -> list[str]:
     order = [t for t in TIERS if t in report.tiers] + sorted(set(report.tiers) - set(TIERS))
     lines = [
-        "time per tier (wall: the tier's own pytest run; test time: its tests' setup, call"
-        " and teardown added up, more than wall where tests ran in parallel)",
+        "time per tier (wall: from its first test's start to its last one's end; test time:"
+        " its tests' setup, call and teardown added up, more than wall where tests ran in"
+        " parallel)",
         f"{'tier':<10} {'tests':>6} {'failed':>6} {'wall':>8} {'test time':>10}",
     ]
     for name in order:
@@ -92,13 +112,15 @@ def render(report: Report, slowest: int) -> list[str]:
             f"{name:<10} {times.tests:>6} {times.failed:>6} {_clock(times.wall_seconds):>8}"
             f" {_clock(times.test_seconds):>10}"
         )
-    walls = [t.wall_seconds for t in report.tiers.values() if t.wall_seconds is not None]
     total = report.tiers.values()
     lines.append(
         f"{'all':<10} {sum(t.tests for t in total):>6} {sum(t.failed for t in total):>6}"
-        f" {_clock(sum(walls) if walls else None):>8}"
+        f" {_clock(sum(report.runs.values()) if report.runs else None):>8}"
         f" {_clock(sum(t.test_seconds for t in total)):>10}"
     )
+    if report.runs:
+        runs = ", ".join(f"{name} {_clock(wall)}" for name, wall in report.runs.items())
+        lines.append(f"pytest runs (wall, with start-up and collection): {runs}")
     lines.append(f"the {slowest} slowest tests (setup, call and teardown):")
     for seconds, tier, name in report.slowest[:slowest]:
         lines.append(f"{seconds:>8.1f} s  {tier:<9} {name}")
@@ -117,8 +139,8 @@ def main(argv: list[str]) -> int:
     lost = [t for t in expected if report.tiers.get(t, TierTimes()).wall_seconds is None]
     if lost:
         print(
-            f"tier report: no time for {', '.join(lost)} (each tier's run writes"
-            f" {args.folder}/<tier>.xml and <tier>.wall)",
+            f"tier report: no time for {', '.join(lost)} (no test of the tier with its start"
+            f" and end in {args.folder}/*.xml)",
             file=sys.stderr,
         )
         return 1

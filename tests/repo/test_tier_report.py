@@ -42,14 +42,18 @@ def tier_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     assert cases, "the pytest run left no test case"
-    tiers = {p.get("value") for c in cases for p in c.iter("property") if p.get("name") == "tier"}
-    assert tiers == {"unit"}, f"every test carries its tier as a junit property: {tiers}"
+    properties = [{p.get("name"): p.get("value") for p in c.iter("property")} for c in cases]
+    assert {p["tier"] for p in properties} == {"unit"}, f"each case names its tier: {properties}"
+    assert all(float(p["started"]) <= float(p["ended"]) for p in properties), properties
     for number, tier in enumerate(TIERS, start=1):
-        # The report reads the tier from each case's property, as test.sh's runs set it.
-        (folder / f"{tier}.xml").write_text(
-            junit.read_text().replace('name="tier" value="unit"', f'name="tier" value="{tier}"')
-        )
-        (folder / f"{tier}.wall").write_text(f"{number * 61}.25\n")
+        # The report reads each case's tier, start and end: here the tier spans number*61 s.
+        tree = ET.parse(junit)
+        for case in tree.getroot().iter("testcase"):
+            for prop in case.iter("property"):
+                value = {"tier": tier, "started": "1000.5", "ended": f"{1000.75 + number * 61}"}
+                prop.set("value", value.get(prop.get("name") or "", prop.get("value") or ""))
+        tree.write(folder / f"{tier}.xml")
+        (folder / f"{tier}.wall").write_text(f"{number * 62}\n")
     junit.unlink()
     return folder
 
@@ -64,6 +68,7 @@ def test_the_report_gives_every_tier_its_wall_time_and_the_slowest_tests(
         minutes, seconds = divmod(number * 61, 60)
         assert tier in rows, f"no row for the {tier} tier:\n{done.stdout}"
         assert rows[tier][3] == f"{minutes}m{seconds:02d}s", rows[tier]
+    assert "pytest runs (wall, with start-up and collection): chaos 6m12s" in done.stdout
     assert "slowest tests" in done.stdout
     assert "tests.repo.test_settings::test_" in done.stdout
 
@@ -73,7 +78,8 @@ def test_a_tier_whose_time_is_missing_fails_the_report_and_is_named(
 ) -> None:
     folder = tmp_path / "tiers"
     shutil.copytree(tier_folder, folder)
-    (folder / "k8s.wall").unlink()
+    k8s = (folder / "k8s.xml").read_text()
+    (folder / "k8s.xml").write_text(k8s.replace('name="started"', 'name="no-start"'))
     (folder / "chaos.xml").unlink()
     (folder / "chaos.wall").unlink()
     done = _run_report(folder)
