@@ -194,7 +194,7 @@ def test_opencode_stops_at_the_runs_timeout_and_its_dialog_keeps_every_call(
         "--budget",
         "20",
         "--timeout",
-        "150",
+        "60",
     )
 
     assert run.summary["outcome"] == "agent_timeout"
@@ -254,7 +254,7 @@ def test_the_session_is_served_on_port_4096_where_this_host_reaches_it(
     works, `ssebench runs endpoint RUN 4096` reaches the server, which refuses a request
     without the run's password and with it lists the session and its messages."""
     usage = {"prompt_tokens": 100, "completion_tokens": 50}
-    wait = {"name": "bash", "arguments": {"command": "sleep 90", "description": "Wait"}}
+    wait = {"name": "bash", "arguments": {"command": "sleep 40", "description": "Wait"}}
     replies = [
         {"when": "You are a title generator", "content": TITLE},
         {"content": "Waiting a while.", "tool_calls": [wait], **usage},
@@ -282,19 +282,19 @@ def test_the_session_is_served_on_port_4096_where_this_host_reaches_it(
     assert unauthorized == 401
     assert len(listed) == 1 and listed[0]["title"] == TITLE, listed
     texts = json.dumps(messages)
-    assert "sleep 90" in texts  # the tool call the model made, as the server shows it
+    assert "sleep 40" in texts  # the tool call the model made, as the server shows it
 
 
 def _sessions_while_running(
     run_id: str, archive: Path, env: dict[str, str], running: subprocess.Popen[bytes]
 ) -> tuple[int, list[Any], list[Any]]:
-    """Once the model's `sleep 90` runs: the status of an unauthenticated GET /session, the
+    """Once the model's `sleep 40` runs: the status of an unauthenticated GET /session, the
     sessions, and the first session's messages, through `runs endpoint`."""
     deadline = time.monotonic() + 1200
     while time.monotonic() < deadline and running.poll() is None:
         server = archive / "opencode-server.json"
         dialog = archive / "dialog.jsonl"
-        if server.is_file() and dialog.is_file() and "sleep 90" in dialog.read_text():
+        if server.is_file() and dialog.is_file() and "sleep 40" in dialog.read_text():
             break
         time.sleep(2)
     assert running.poll() is None, "the run ended before the model's sleep"
