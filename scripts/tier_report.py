@@ -4,8 +4,8 @@
 each run's wall time, in seconds, to `DIR/<run>.wall`; one run may hold several tiers (the
 docker and integrity tiers share one parallel run). Every test carries its tier and its
 start and end (epoch seconds) as the junit properties `tier`, `started` and `ended` (the
-root conftest.py sets them): a tier's wall time is from its first test's start to its
-last test's end, whichever runs it shared.
+root conftest.py sets them): a tier's wall time is, in each run that holds some of its
+tests, from the first one's start to the last one's end, added up over the runs.
 
     python scripts/tier_report.py DIR [--expect unit,process,...] [--slowest 20]
 
@@ -31,14 +31,15 @@ class TierTimes:
     tests: int = 0
     failed: int = 0
     test_seconds: float = 0.0
-    started: float | None = None
-    ended: float | None = None
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """By pytest run: the tier's first test's start and last test's end in it."""
 
     @property
     def wall_seconds(self) -> float | None:
-        if self.started is None or self.ended is None:
+        """The time the tier's tests took in each run, added up (None: none was timed)."""
+        if not self.spans:
             return None
-        return self.ended - self.started
+        return sum(ended - started for started, ended in self.spans.values())
 
 
 @dataclass
@@ -81,8 +82,8 @@ def read(folder: Path) -> Report:
                 times.failed += 1
             started, ended = _stamp(properties.get("started")), _stamp(properties.get("ended"))
             if started is not None and ended is not None:
-                times.started = min(started, times.started or started)
-                times.ended = max(ended, times.ended or ended)
+                first, last = times.spans.get(xml_file.stem, (started, ended))
+                times.spans[xml_file.stem] = (min(first, started), max(last, ended))
             report.slowest.append((seconds, tier, _test_name(case)))
         wall = xml_file.with_suffix(".wall")
         if wall.is_file():
@@ -101,9 +102,9 @@ def _clock(seconds: float | None) -> str:
 def render(report: Report, slowest: int) -> list[str]:
     order = [t for t in TIERS if t in report.tiers] + sorted(set(report.tiers) - set(TIERS))
     lines = [
-        "time per tier (wall: from its first test's start to its last one's end; test time:"
-        " its tests' setup, call and teardown added up, more than wall where tests ran in"
-        " parallel)",
+        "time per tier (wall: from its first test's start to its last one's end in each run"
+        " that holds it; test time: its tests' setup, call and teardown added up, more than"
+        " wall where tests ran in parallel; tiers sharing a run overlap)",
         f"{'tier':<10} {'tests':>6} {'failed':>6} {'wall':>8} {'test time':>10}",
     ]
     for name in order:

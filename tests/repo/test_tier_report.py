@@ -85,3 +85,18 @@ def test_a_tier_whose_time_is_missing_fails_the_report_and_is_named(
     done = _run_report(folder)
     assert done.returncode == 1
     assert "no time for k8s, chaos" in done.stderr
+
+
+def test_a_tier_in_two_runs_gets_the_time_its_tests_took_in_each_added_up(
+    tier_folder: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tiers"
+    shutil.copytree(tier_folder, folder)
+    # The unit tier's cases again in a second run, 100 s long, an hour after the first.
+    later = (folder / "unit.xml").read_text()
+    later = later.replace('"1000.5"', '"4600.5"').replace('"1061.75"', '"4700.5"')
+    (folder / "alone.xml").write_text(later)
+    done = _run_report(folder)
+    assert done.returncode == 0, done.stderr
+    unit = next(line.split() for line in done.stdout.splitlines() if line.startswith("unit "))
+    assert unit[3] == "2m41s", unit  # 61.25 s and 100 s, not the hour between

@@ -59,13 +59,16 @@ cmd_build() {
     ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$now"
   done
   local start=$SECONDS rc=0
+  # Niceness 19 by default: a build beside a developer's work takes only idle CPU.
+  # scripts/test.sh under CI asks for 0, as the k8s tier waits for the build.
+  local nice=${SSEBENCH_K8S_BUILD_NICE:-19}
   {
     echo "== $(date -u) build $K8S_VERSION with $(go version)"
-    [ -f "$work/go.sum" ] || (cd "$work" && nice -n 19 go mod tidy)
-    (cd "$work" && nice -n 19 /usr/bin/time -v go build -p 2 -trimpath -tags selinux,notest \
+    [ -f "$work/go.sum" ] || (cd "$work" && nice -n "$nice" go mod tidy)
+    (cd "$work" && nice -n "$nice" /usr/bin/time -v go build -p 2 -trimpath -tags selinux,notest \
       -ldflags "$ldflags" -o "$tmp/" "${K8S_PACKAGES[@]}")
     # `go install pkg@version` builds kube-router with its own go.mod and go.sum.
-    (cd "$work" && GOBIN="$tmp" GOFLAGS= nice -n 19 /usr/bin/time -v go install -trimpath \
+    (cd "$work" && GOBIN="$tmp" GOFLAGS= nice -n "$nice" /usr/bin/time -v go install -trimpath \
       -ldflags "-s -w" "$KUBE_ROUTER_MODULE/cmd/kube-router@$KUBE_ROUTER_VERSION")
   } >>"$log" 2>&1 &
   local pid=$!
