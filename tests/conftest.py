@@ -1,4 +1,5 @@
-"""After a whole suite that ran Docker tests: nothing carrying an `ssebench.*` label may remain.
+"""After a whole suite that ran Docker tests: nothing carrying an `ssebench.*` label may remain
+that was not there when it started.
 
 The check runs in CI (`CI` set) or when `SSEBENCH_CHECK_LEFTOVERS=1`: on a
 workstation other runs of the user's own may legitimately be up.
@@ -48,16 +49,40 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _docker_tests_ran.append(report.nodeid)
 
 
+_there_before: set[str] = set()
+"""What the engine held when the session started: left by something else (a run of the
+user's, a killed earlier session), not by this suite; it is reported as such, not failed."""
+
+
+def _wanted() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("SSEBENCH_CHECK_LEFTOVERS") == "1"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput") or not _wanted():
+        return
+    try:
+        _there_before.update(ssebench_leftovers())
+    except Exception:  # no engine yet: everything found at the end is new
+        return
+    if _there_before:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "on the engine before the suite: " + ", ".join(sorted(_there_before))
+            )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: the others may still have runs up; the controller checks
-    wanted = os.environ.get("CI") or os.environ.get("SSEBENCH_CHECK_LEFTOVERS") == "1"
+    wanted = _wanted()
     ran_docker = _docker_tests_ran or any(
         item.get_closest_marker("docker") for item in session.items
     )
     if not (wanted and ran_docker):
         return
-    left = ssebench_leftovers()
+    left = [found for found in ssebench_leftovers() if found not in _there_before]
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = "left behind after the suite: " + ", ".join(left)
