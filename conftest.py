@@ -41,10 +41,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 XDIST_GROUPS = {
-    # One gateway container per registry prefix, started by the session's first user.
-    "tests/gateway/": "gateway",
     # Session runs in both modes, a PoC that hangs from the session's start, one stand-in.
     "tests/integrity/": "integrity",
+    # The gateway's modules each on the worker's own gateway (tests/gateway/conftest.py):
+    # the two agents' are the longest (their layers built per task), so they start early.
+    "tests/gateway/test_mini_swe_agent.py": "gateway-mini-swe-agent",
     # The cluster's fixed probe tag; the pushed agents, tasks and graders.
     "tests/k8s/backend/test_conformance.py": "k8s-conformance",
     "tests/k8s/backend/test_runs.py": "k8s-pushed",
@@ -53,6 +54,7 @@ XDIST_GROUPS = {
     "tests/k8s/backend/test_stop_grading.py": "k8s-pushed-sidecar",
     # One registry, and case images untagged and pulled again.
     "tests/prebuilt/": "prebuilt",
+    "tests/gateway/test_opencode.py": "gateway-opencode",
     # test_probe_image asserts no probe container is on the engine; scan and verify make some.
     "packages/ssebench-backend-docker/tests/test_probe_image.py": "probe-containers",
     "packages/ssebench-runner/tests/test_dataset_scan.py": "probe-containers",

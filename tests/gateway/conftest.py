@@ -26,7 +26,7 @@ import pytest
 
 from ssebench.backends.docker import DockerGateway
 from ssebench.runner.scripted import ScriptedModel, load_script
-from ssebench.spec import MODELS_ENV, load_models
+from ssebench.spec import MODELS_ENV, load_models, settings
 
 PROMPT_TOKENS = 100
 COMPLETION_TOKENS = 50
@@ -46,6 +46,21 @@ class Upstream:
 
     model: ScriptedModel
     provider_key: str
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gateway_of_this_session() -> Iterator[str]:
+    """A gateway of each test session's own (`SSEBENCH_GATEWAY`, which the `ssebench`
+    commands the tests start inherit): the modules here run on several pytest-xdist
+    workers at once, each with its own scripted model, so each needs its own proxy."""
+    name = "ssebench-test-gateway-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+    saved = os.environ.get(settings.GATEWAY.name)
+    os.environ[settings.GATEWAY.name] = name
+    yield name
+    if saved is None:
+        os.environ.pop(settings.GATEWAY.name, None)
+    else:
+        os.environ[settings.GATEWAY.name] = saved
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +108,7 @@ def gateway(
     """The proxy, up once for the session (built from images/proxy/ if needed)."""
     models = load_models(models_file)
     found = DockerGateway(docker_client, reservation=models.reservation)
+    found.down()  # a killed earlier session's: its models would be kept beside ours
     found.up(models)
     yield found
     found.down()

@@ -25,16 +25,19 @@ def _root_conftest() -> ModuleType:
 
 def test_a_named_group_spans_modules_and_other_modules_are_groups_of_their_own() -> None:
     groups = _root_conftest().xdist_group_of
-    assert groups("tests/gateway/test_opencode.py::test_x[a]") == "gateway"
-    assert groups("tests/gateway/test_gateway_budget.py::test_y") == "gateway"
+    assert groups("tests/integrity/test_bypass.py::test_x[sandbox]") == "integrity"
+    assert groups("tests/integrity/test_hooks.py::test_y") == "integrity"
+    assert groups("tests/gateway/test_opencode.py::test_x[a]") == "gateway-opencode"
+    budget = "tests/gateway/test_gateway_budget.py"
+    assert groups(f"{budget}::test_y") == budget
     assert groups("tests/images/test_runtime.py::test_z") == "tests/images/test_runtime.py"
 
 
 def test_named_groups_are_handed_out_first_in_their_order_then_the_largest() -> None:
     rank = _root_conftest()._rank
-    sizes = {"tests/a.py": 2, "tests/b.py": 3, "prebuilt": 1, "gateway": 1}
+    sizes = {"tests/a.py": 2, "tests/b.py": 3, "prebuilt": 1, "integrity": 1}
     assert sorted(sizes, key=lambda group: rank(group, sizes[group])) == [
-        "gateway",
+        "integrity",
         "prebuilt",
         "tests/b.py",
         "tests/a.py",
@@ -58,7 +61,12 @@ def test_under_xdist_a_groups_modules_run_on_one_worker(tmp_path: Path) -> None:
         "    open({out!r}, 'a').write(f'{name}{n} {{worker}}\\n')\n"
     )  # fmt: skip
     out = tmp_path / "workers.txt"
-    modules = (("tests/gateway", "a"), ("tests/gateway", "b"), ("tests/c", "c"), ("tests/d", "d"))
+    modules = (
+        ("tests/integrity", "a"),
+        ("tests/integrity", "b"),
+        ("tests/c", "c"),
+        ("tests/d", "d"),
+    )
     for folder, name in modules:
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         body = "".join(test.format(n=n, out=str(out), name=name) for n in range(4))
@@ -74,5 +82,5 @@ def test_under_xdist_a_groups_modules_run_on_one_worker(tmp_path: Path) -> None:
     ran: dict[str, set[str]] = {}
     for test, worker in entries:
         ran.setdefault(test[0], set()).add(worker)
-    assert len(ran["a"] | ran["b"]) == 1, ran  # the gateway group: one worker
+    assert len(ran["a"] | ran["b"]) == 1, ran  # the integrity group: one worker
     assert len(ran["c"]) == len(ran["d"]) == 1, ran  # every other module: one worker each

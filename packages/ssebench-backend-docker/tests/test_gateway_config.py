@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ssebench.backends.docker._gateway import gateway_config
-from ssebench.spec import ModelEntry, ModelsFile
+from ssebench.backends.docker._gateway import gateway_config, gateway_name
+from ssebench.spec import BackendError, ModelEntry, ModelsFile
 
 
 def test_prices_go_to_model_info_so_litellm_registers_them_once_not_per_call(
@@ -45,3 +45,24 @@ def test_prices_go_to_model_info_so_litellm_registers_them_once_not_per_call(
         },
     ]
     assert config["general_settings"]["master_key"] == "sk-master"
+
+
+def test_the_gateway_is_named_after_the_registry_prefix_unless_ssebench_gateway_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SSEBENCH_GATEWAY", raising=False)
+    monkeypatch.setenv("SSEBENCH_REGISTRY", "127.0.0.1:5000/team")
+    assert gateway_name() == "127.0.0.1-5000-team-gateway"
+    monkeypatch.setenv("SSEBENCH_GATEWAY", "ssebench-gateway-gw1")
+    assert gateway_name() == "ssebench-gateway-gw1"
+
+
+@pytest.mark.parametrize("name", ["", "../etc", "a/b", "a..b", "-x", "x" * 64, "x y"])
+def test_a_gateway_name_that_is_no_container_name_or_leaves_its_folder_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("SSEBENCH_GATEWAY", name)
+    with pytest.raises(BackendError) as raised:
+        gateway_name()
+    assert str(raised.value).startswith(f"SSEBENCH_GATEWAY={name!r} is not a gateway name: ")
+    assert "\n" not in str(raised.value)

@@ -116,6 +116,13 @@ PLUGINS: Final = Setting(
     read_by="ssebench-spec",
 )
 
+GATEWAY: Final = Setting(
+    name="SSEBENCH_GATEWAY",
+    default="<registry prefix>-gateway",
+    meaning="the model gateway's container; its network, keys file and key store take its name",
+    read_by="ssebench-backend-docker",
+)
+
 GATEWAY_SECRETS: Final = Setting(
     name="SSEBENCH_GATEWAY_SECRETS",
     default="/run/ssebench-gateway if /run is a tmpfs, else /dev/shm/ssebench-gateway",
@@ -158,6 +165,7 @@ SETTINGS: Final = (
     CACHE_DIR,
     DEBIAN_MIRROR,
     TOOLS,
+    GATEWAY,
     GATEWAY_SECRETS,
     WEB_ASSETS,
     K8S_NAMESPACE,

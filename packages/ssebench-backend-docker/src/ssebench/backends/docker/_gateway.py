@@ -89,9 +89,26 @@ START_TIMEOUT: Final = 180.0
 _HOOK: Final = "ssebench_gateway_hook"
 
 
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
 def gateway_name() -> str:
-    """The gateway container's name: the registry prefix made a name, then `-gateway`."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", registry()).strip("-.") + "-gateway"
+    """The gateway container's name: `SSEBENCH_GATEWAY`, else the registry prefix made a
+    name, then `-gateway`.
+
+    Raises:
+        BackendError: `SSEBENCH_GATEWAY` is not a container name (it also names folders
+            on this host, so it may hold no `/` and no `..`).
+    """
+    explicit = os.environ.get(settings.GATEWAY.name)
+    if explicit is None:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", registry()).strip("-.") + "-gateway"
+    if not _NAME.fullmatch(explicit) or ".." in explicit:
+        raise BackendError(
+            f"{settings.GATEWAY.name}={explicit!r} is not a gateway name: up to 63 letters, "
+            "digits, '_', '.' and '-', starting with a letter or digit, no '..'"
+        )
+    return explicit
 
 
 def _filesystem(path: Path) -> str:
