@@ -336,3 +336,21 @@ def test_task_scripts_write_nothing_outside_their_working_copy(unmodified, fixed
         assert scenario.code("stray_files") == 0, (
             f"{scenario.name}: sse-runner left files outside its working copy\n{scenario.tail()}"
         )
+
+
+@pytest.mark.docker
+def test_under_another_registry_prefix_the_case_image_comes_whole_from_the_cache(
+    case_image: CaseImage, docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `images push`, a catalog's pull and the k8s backend build under a registry's prefix:
+    # the runner passes it as SSEBENCH_REGISTRY, which must not rebuild the toolchain's
+    # layers (and every tool, sidecar and agent layer on top of them) once more.
+    from ssebench.backends.docker import build_case
+
+    monkeypatch.setenv("SSEBENCH_REGISTRY", "ssebench-test-another-prefix")
+    other = build_case(docker_client, find_task(DATASET, case_image.task_id))
+    try:
+        assert other.rebuilt == (), [step.instruction for step in other.rebuilt]
+        assert other.image_id == docker_client.images.get(case_image.tag).id
+    finally:
+        docker_client.api.remove_image(other.tag)  # the tag only: the image is the other's
