@@ -41,7 +41,8 @@ run mypy packages/*/src images benchmarks plugins tests/fixtures/ssebench-exampl
 # grouped so that tests sharing a session's work or the engine's state share a worker
 # (XDIST_GROUPS). Tiers share runs where their tests can run side by side: unit and
 # process (no engine), docker and integrity (the engine's workers stay busy while the
-# longest group, the gateway's, runs), and the k8s tier runs beside the engine's. Tests
+# longest groups, integrity's and the agents' on the gateway, run), and the k8s tier runs
+# beside the engine's. Tests
 # marked `alone` run after all that, one at a time, with nothing beside them.
 TIER_DIR=$(mktemp -d /tmp/ssebench-tiers.XXXXXX)
 timed() {
