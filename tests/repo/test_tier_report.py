@@ -76,8 +76,7 @@ def test_the_report_gives_every_tier_its_wall_time_and_the_slowest_tests(
 def test_a_tier_whose_time_is_missing_fails_the_report_and_is_named(
     tier_folder: Path, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "tiers"
-    shutil.copytree(tier_folder, folder)
+    folder = shutil.copytree(tier_folder, tmp_path / "tiers")
     k8s = (folder / "k8s.xml").read_text()
     (folder / "k8s.xml").write_text(k8s.replace('name="started"', 'name="no-start"'))
     (folder / "chaos.xml").unlink()
@@ -90,8 +89,7 @@ def test_a_tier_whose_time_is_missing_fails_the_report_and_is_named(
 def test_a_tier_in_two_runs_gets_the_time_its_tests_took_in_each_added_up(
     tier_folder: Path, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "tiers"
-    shutil.copytree(tier_folder, folder)
+    folder = shutil.copytree(tier_folder, tmp_path / "tiers")
     # The unit tier's cases again in a second run, 100 s long, an hour after the first.
     later = (folder / "unit.xml").read_text()
     later = later.replace('"1000.5"', '"4600.5"').replace('"1061.75"', '"4700.5"')
