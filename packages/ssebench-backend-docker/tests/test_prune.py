@@ -150,3 +150,32 @@ def test_prune_removes_only_the_active_prefixs_stale_images(
     for name in [theirs_replaced, f"{theirs}/runtime:0.0.0-old", f"{theirs}/tool/t:{current}"]:
         assert exists(docker_client, name), name
     assert f"{mine}: freed about 1.0 MB (4 names removed)" in done.stderr
+
+
+def test_an_image_another_process_removes_while_prune_lists_them_is_no_error(
+    images: Images, docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mark = secrets.token_hex(4)
+    mine = f"ssebench-d-prune-{mark}"
+    gone = images.build(mine, f"{mine}/runtime:0.0.0-old", f"gone-{mark}")
+    stays = images.build(mine, f"{mine}/tool/t:0.0.0-old", f"stays-{mark}")
+    listing = docker.api.client.APIClient.images
+
+    def listed_then_removed(api: docker.APIClient, *args: object, **kwargs: object) -> object:
+        # Another process (a parallel test, the user's own prune) removes one listed image.
+        found = listing(api, *args, **kwargs)
+        api.remove_image(gone, force=True)
+        return found
+
+    monkeypatch.setattr(docker.api.client.APIClient, "images", listed_then_removed)
+    monkeypatch.setenv("SSEBENCH_REGISTRY", mine)
+    monkeypatch.setenv("SSEBENCH_HOME", str(HOME))
+
+    done = CliRunner().invoke(images_app, ["prune", "--json"])
+
+    assert done.exit_code == 0, done.output
+    listed = {entry["image"]: entry for entry in json.loads(done.stdout)}
+    assert listed[f"{mine}/runtime:0.0.0-old"]["removed"] is False
+    assert listed[f"{mine}/runtime:0.0.0-old"]["error"]
+    assert listed[f"{mine}/tool/t:0.0.0-old"]["removed"] is True
+    assert not exists(docker_client, stays)

@@ -26,7 +26,13 @@ import docker
 from ssebench.backends.docker._build import REGISTRY_LABEL
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._prepare import split_tag
-from ssebench.spec import Message, PlatformRefusedError, registry
+from ssebench.spec import (
+    ImageUnavailableError,
+    Message,
+    PlatformNotFoundError,
+    PlatformRefusedError,
+    registry,
+)
 
 _RUNTIME_KINDS: Final = frozenset({"runtime", "tool", "tool-base", "tool-sidecar"})
 """Names (their first part after the prefix) tagged with the ssebench-daemon version."""
@@ -111,12 +117,15 @@ def prune_images(
     sizes = _sizes(client)
     report = PruneReport()
     with engine_errors("listing images"):
-        images = client.images.list()
-    for image in images:
-        tags = list(image.tags)
+        # The engine's summaries, not the SDK's images: it inspects each one listed, and
+        # one that another process removed meanwhile failed the whole listing.
+        summaries: list[dict[str, Any]] = client.api.images()
+    for summary in summaries:
+        image_id = str(summary["Id"])
+        tags = [tag for tag in summary.get("RepoTags") or [] if tag != "<none>:<none>"]
         ours = [tag for tag in tags if tag.startswith(prefix + "/")]
-        if not tags and (image.labels or {}).get(REGISTRY_LABEL) == prefix:
-            stale = {str(image.id): "unnamed: a rebuild replaced it"}
+        if not tags and (summary.get("Labels") or {}).get(REGISTRY_LABEL) == prefix:
+            stale = {image_id: "unnamed: a rebuild replaced it"}
         else:
             reasons = {
                 tag: stale_reason(tag, prefix, daemon_version, agent_versions) for tag in ours
@@ -126,11 +135,11 @@ def prune_images(
             continue
         # The image goes only when every name it has goes; otherwise just the stale names.
         whole = len(stale) == max(len(tags), 1)
-        size = sizes.get(str(image.id), 0) if whole else 0
+        size = sizes.get(image_id, 0) if whole else 0
         for index, (name, reason) in enumerate(sorted(stale.items())):
             entry = Pruned(
                 image=name,
-                id=str(image.id),
+                id=image_id,
                 reason=reason,
                 size=size if index == len(stale) - 1 else 0,
                 removed=False,
@@ -145,7 +154,7 @@ def _remove(client: docker.DockerClient, entry: Pruned) -> Pruned:
     try:
         with engine_errors(f"removing {entry.image}"):
             client.images.remove(entry.image, noprune=False)
-    except PlatformRefusedError as exc:
+    except (PlatformRefusedError, PlatformNotFoundError, ImageUnavailableError) as exc:
         # In use by a container, or gone meanwhile: kept, and said.
         return Pruned(
             image=entry.image,
