@@ -42,8 +42,8 @@ run mypy packages/*/src images benchmarks plugins tests/fixtures/ssebench-exampl
 # (XDIST_GROUPS). Tiers share runs where their tests can run side by side: unit and
 # process (no engine), docker and integrity (the engine's workers stay busy while the
 # longest groups, integrity's and the agents' on the gateway, run), and the k8s tier runs
-# beside the engine's. Tests
-# marked `alone` run after all that, one at a time, with nothing beside them.
+# beside the engine's. Tests marked `alone` run after all that, one at a time, with
+# nothing beside them.
 TIER_DIR=$(mktemp -d /tmp/ssebench-tiers.XXXXXX)
 timed() {
     local name=$1 start rc=0

@@ -54,13 +54,9 @@ def gateway_of_this_session() -> Iterator[str]:
     commands the tests start inherit): the modules here run on several pytest-xdist
     workers at once, each with its own scripted model, so each needs its own proxy."""
     name = "ssebench-test-gateway-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
-    saved = os.environ.get(settings.GATEWAY.name)
-    os.environ[settings.GATEWAY.name] = name
-    yield name
-    if saved is None:
-        os.environ.pop(settings.GATEWAY.name, None)
-    else:
-        os.environ[settings.GATEWAY.name] = saved
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(settings.GATEWAY.name, name)
+        yield name
 
 
 @pytest.fixture(scope="session")
@@ -90,15 +86,10 @@ def models_file(tmp_path_factory: pytest.TempPathFactory, upstream: Upstream) ->
         f"      output_cost_per_token: {OUTPUT_PRICE}\n"
         f"    key_env: {KEY_ENV}\n"
     )
-    saved = {name: os.environ.get(name) for name in (MODELS_ENV, KEY_ENV)}
-    os.environ[MODELS_ENV] = str(path)
-    os.environ[KEY_ENV] = upstream.provider_key
-    yield path
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MODELS_ENV, str(path))
+        patch.setenv(KEY_ENV, upstream.provider_key)
+        yield path
 
 
 @pytest.fixture(scope="session")

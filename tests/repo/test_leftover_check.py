@@ -17,6 +17,7 @@ import docker
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+CHECK = ROOT / "tests" / "conftest.py"
 LABEL = "ssebench.test-leftover"
 
 # Alone: a parallel test's run, up while the inner session ends, would count as its own.
@@ -24,15 +25,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.alone]
 
 
 @pytest.fixture
-def marked(docker_client: docker.DockerClient, base_image: str) -> Iterator[str]:
+def marked(docker_client: docker.DockerClient) -> Iterator[str]:
     """A value of LABEL; every container carrying it is removed afterwards."""
     value = secrets.token_hex(4)
     yield value
     for container in docker_client.containers.list(all=True, filters={"label": f"{LABEL}={value}"}):
         container.remove(force=True)
-
-
-CHECK = ROOT / "tests" / "conftest.py"
 
 
 def _session(tmp_path: Path, base_image: str, marked: str, *, leave: bool) -> str:
@@ -65,7 +63,7 @@ def _session(tmp_path: Path, base_image: str, marked: str, *, leave: bool) -> st
 def test_a_container_the_session_leaves_fails_it_one_from_before_does_not(
     docker_client: docker.DockerClient, base_image: str, marked: str, tmp_path: Path
 ) -> None:
-    before = docker_client.containers.create(
+    docker_client.containers.create(  # removed with the others by `marked`
         base_image, "true", name=f"ssebench-before-{marked}", labels={LABEL: marked}
     )
     clean = _session(tmp_path / "clean", base_image, marked, leave=False)
@@ -78,4 +76,3 @@ def test_a_container_the_session_leaves_fails_it_one_from_before_does_not(
     line = next(line for line in leaving.splitlines() if "left behind" in line)
     assert f"container ssebench-left-{marked}" in line
     assert f"ssebench-before-{marked}" not in line
-    before.remove(force=True)

@@ -59,8 +59,8 @@ cmd_build() {
     ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$now"
   done
   local start=$SECONDS rc=0
-  # Niceness 19 by default: a build beside a developer's work takes only idle CPU.
-  # scripts/test.sh under CI asks for 0, as the k8s tier waits for the build.
+  # Niceness 19 by default: a build beside a developer's work, or beside scripts/test.sh's
+  # other tiers, takes only idle CPU (README.md of this folder says what 0 cost).
   local nice=${SSEBENCH_K8S_BUILD_NICE:-19}
   {
     echo "== $(date -u) build $K8S_VERSION with $(go version)"
