@@ -37,6 +37,11 @@ RESERVATION = CALL_COST
 KEY_ENV = "SSEBENCH_TEST_PROVIDER_KEY"
 MODEL = "scripted"
 REPLY = "scripted reply: the bug is fixed"
+KEY_ENV_B = "SSEBENCH_TEST_PROVIDER_KEY_B"
+MODEL_B = "scripted-b"
+"""A second model, behind its own scripted server and provider key: no run of MODEL's
+may reach it."""
+REPLY_B = "model B's own answer"
 HOME = Path(__file__).resolve().parents[2]
 
 
@@ -61,13 +66,16 @@ def gateway_of_this_session() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
-    folder = tmp_path_factory.mktemp("scripted")
-    script = folder / "script.json"
     reply = {
         "content": REPLY,
         "prompt_tokens": PROMPT_TOKENS,
         "completion_tokens": COMPLETION_TOKENS,
     }
+    script = tmp_path_factory.mktemp("scripted") / "script.json"
+    yield from _serve(script, reply)
+
+
+def _serve(script: Path, reply: dict[str, Any]) -> Iterator[Upstream]:
     script.write_text(json.dumps({"replies": [reply]}))
     model = ScriptedModel(load_script(script), host="0.0.0.0").start()
     yield Upstream(model=model, provider_key="sk-provider-" + secrets.token_hex(16))
@@ -75,20 +83,39 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
 
 
 @pytest.fixture(scope="session")
-def models_file(tmp_path_factory: pytest.TempPathFactory, upstream: Upstream) -> Iterator[Path]:
-    """A models.yaml naming the scripted model; SSEBENCH_MODELS and its key set for the session."""
-    path = tmp_path_factory.mktemp("models") / "models.yaml"
-    path.write_text(
-        f"budget: 1.0\nreservation: {RESERVATION}\nmodels:\n  {MODEL}:\n    litellm:\n"
-        f"      model: openai/{MODEL}\n"
+def upstream_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """Model B's scripted server."""
+    reply = {"content": REPLY_B, "prompt_tokens": PROMPT_TOKENS, "completion_tokens": 5}
+    yield from _serve(tmp_path_factory.mktemp("scripted-b") / "script.json", reply)
+
+
+def _model_entry(name: str, upstream: Upstream, key_env: str) -> str:
+    return (
+        f"  {name}:\n    litellm:\n"
+        f"      model: openai/{name}\n"
         f"      api_base: http://host.docker.internal:{upstream.model.port}/v1\n"
         f"      input_cost_per_token: {INPUT_PRICE}\n"
         f"      output_cost_per_token: {OUTPUT_PRICE}\n"
-        f"    key_env: {KEY_ENV}\n"
+        f"    key_env: {key_env}\n"
+    )
+
+
+@pytest.fixture(scope="session")
+def models_file(
+    tmp_path_factory: pytest.TempPathFactory, upstream: Upstream, upstream_b: Upstream
+) -> Iterator[Path]:
+    """A models.yaml naming both scripted models; SSEBENCH_MODELS and their keys set for the
+    session."""
+    path = tmp_path_factory.mktemp("models") / "models.yaml"
+    path.write_text(
+        f"budget: 1.0\nreservation: {RESERVATION}\nmodels:\n"
+        + _model_entry(MODEL, upstream, KEY_ENV)
+        + _model_entry(MODEL_B, upstream_b, KEY_ENV_B)
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODELS_ENV, str(path))
         patch.setenv(KEY_ENV, upstream.provider_key)
+        patch.setenv(KEY_ENV_B, upstream_b.provider_key)
         yield path
 
 

@@ -17,10 +17,14 @@ once the script is used up). A reply with `"when": "TEXT"` is not in that
 sequence: it answers every call whose messages contain TEXT (an agent's side
 calls, such as OpenCode's title call, which may come at any point), and the
 sequence goes on undisturbed. A reply without token counts is counted at
-about four characters a token. `POST /v1/chat/completions` (and
-`/chat/completions`) answers as OpenAI does, streamed as server-sent events
-when the request asks (`"stream": true`, the last event carrying `usage`);
-`GET /v1/models` lists `model`. Standard library only (and typing_extensions).
+about four characters a token; its completion tokens never exceed the call's
+`max_tokens` (or `max_completion_tokens`), as a provider's never do. A reply with
+`"delay": SECONDS` waits that long before it answers (streamed: before each piece).
+`POST /v1/chat/completions` (and `/chat/completions`) answers as OpenAI does,
+streamed as server-sent events when the request asks (`"stream": true`, the last
+event carrying `usage`); `POST /v1/completions` answers with the reply as the
+text (not streamed); `GET /v1/models` lists `model`. Standard library only
+(and typing_extensions).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from typing_extensions import override
 from ssebench.spec import UserError
 
 CHAT_ROUTES: Final = ("/v1/chat/completions", "/chat/completions")
+TEXT_ROUTES: Final = ("/v1/completions", "/completions")
+"""Text completions: the reply's content as the text (not streamed)."""
 MAX_BODY: Final = 8 << 20
 
 
@@ -55,6 +61,8 @@ class Reply:
     """Each call's tool name and its arguments, a JSON string."""
     when: str | None = None
     """Answer every call whose messages contain this text, outside the sequence."""
+    delay: float = 0.0
+    """Seconds to wait before answering (streamed: before each piece)."""
 
 
 @dataclass(frozen=True)
@@ -95,9 +103,11 @@ def load_script(path: Path) -> Script:
         when = reply.get("when")
         if when is not None and (not isinstance(when, str) or not when):
             raise UserError(f"the script {path}: replies[{index}].when must be a non-empty string")
-        parsed.append(
-            Reply(reply["content"], counts[0], counts[1], _tool_calls(path, index, reply), when)
-        )
+        delay = reply.get("delay", 0)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 600:
+            raise UserError(f"the script {path}: replies[{index}].delay must be 0 to 600 seconds")
+        tools = _tool_calls(path, index, reply)
+        parsed.append(Reply(reply["content"], counts[0], counts[1], tools, when, float(delay)))
     if all(reply.when is not None for reply in parsed):
         raise UserError(f"the script {path} needs at least one reply without `when`")
     return Script(tuple(parsed), cycle=bool(raw.get("cycle", True)))
@@ -217,7 +227,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
-        if self.path.split("?")[0] not in CHAT_ROUTES:
+        route = self.path.split("?")[0]
+        if route not in CHAT_ROUTES + TEXT_ROUTES:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         length = int(self.headers.get("Content-Length") or 0)
@@ -231,17 +242,26 @@ class _Handler(BaseHTTPRequestHandler):
             return
         messages = request.get("messages") or []
         prompt_text = "".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
+        if route in TEXT_ROUTES:
+            prompt_text = str(request.get("prompt") or "")
         reply = self.owner.next_reply(prompt_text)
         if reply is None:
             self._send_json(400, {"error": {"message": "the script is used up"}})
             return
+        completion = (
+            reply.completion_tokens
+            if reply.completion_tokens is not None
+            else _tokens(reply.content)
+        )
+        limits = [request.get(name) for name in ("max_completion_tokens", "max_tokens")]
+        for limit in limits:
+            if isinstance(limit, int) and limit > 0:
+                completion = min(completion, limit)
         usage = {
             "prompt_tokens": reply.prompt_tokens
             if reply.prompt_tokens is not None
             else _tokens(prompt_text),
-            "completion_tokens": reply.completion_tokens
-            if reply.completion_tokens is not None
-            else _tokens(reply.content),
+            "completion_tokens": completion,
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         auth = self.headers.get("Authorization") or ""
@@ -260,9 +280,16 @@ class _Handler(BaseHTTPRequestHandler):
             }
             for name, arguments in reply.tool_calls
         ]
-        if request.get("stream"):
-            self._stream(ident, created, model, reply.content, usage, calls)
+        if route in TEXT_ROUTES:
+            time.sleep(reply.delay)
+            text = {"index": 0, "text": reply.content, "finish_reason": "stop", "logprobs": None}
+            answer = {"id": ident, "object": "text_completion", "created": created}
+            self._send_json(200, {**answer, "model": model, "choices": [text], "usage": usage})
             return
+        if request.get("stream"):
+            self._stream(ident, created, model, reply, usage, calls)
+            return
+        time.sleep(reply.delay)
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if calls:
             message["tool_calls"] = calls
@@ -289,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
         ident: str,
         created: int,
         model: str,
-        content: str,
+        reply: Reply,
         usage: dict[str, int],
         calls: list[dict[str, Any]],
     ) -> None:
@@ -312,8 +339,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
 
         event({"role": "assistant", "content": ""}, None)
-        for piece in _pieces(content):
+        for piece in _pieces(reply.content):
+            time.sleep(reply.delay)
             event({"content": piece}, None)
+            self.wfile.flush()
         if calls:
             event({"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}, None)
         event({}, "tool_calls" if calls else "stop")

@@ -212,6 +212,9 @@ def gateway_config(models: ModelsFile, master_key: str) -> dict[str, Any]:
         "model_list": model_list,
         "general_settings": {"master_key": master_key, "custom_auth": f"{_HOOK}.custom_auth"},
         "litellm_settings": {"callbacks": [f"{_HOOK}.handler"], "drop_params": True},
+        # A failed call would cool its model down for every run of this gateway: one
+        # run's bad request (or its provider's 429) must not refuse another's calls.
+        "router_settings": {"disable_cooldowns": True},
     }
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Final
 
 import docker
-from ssebench.backends.docker import _gateway_store
+from ssebench.backends.docker import _gateway_policy, _gateway_store
 from ssebench.backends.docker._build import (
     BuildLine,
     BuiltImage,
@@ -47,8 +47,11 @@ GATEWAY_FOLDER: Final = Path("images") / "proxy"
 LOCK_FILE: Final = "requirements.lock"
 """The gateway's own lock file, in GATEWAY_FOLDER."""
 
-STORE_MODULE: Final = "ssebench_gateway_store.py"
-"""The name the key store's module has in the image (the hook imports it)."""
+SHARED_MODULES: Final = {
+    "ssebench_gateway_store.py": Path(_gateway_store.__file__),
+    "ssebench_gateway_policy.py": Path(_gateway_policy.__file__),
+}
+"""The workspace's modules the hook imports, by the names they have in the image."""
 
 
 def gateway_image_name(home: Path) -> str:
@@ -85,13 +88,14 @@ def prepare_gateway_packages(
 
 @contextmanager
 def gateway_context(folder: Path, tree: PackageTree) -> Iterator[IO[bytes]]:
-    """The build context: the folder's files, the key store's module and the package tree."""
+    """The build context: the folder's files, the shared modules and the package tree."""
     with tempfile.TemporaryFile() as stream:
         with tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for path in sorted(folder.iterdir()):
                 if path.name != "requirements.in":
                     tar.add(path, arcname=path.name, filter=_normalized)
-            tar.add(_gateway_store.__file__, arcname=STORE_MODULE, filter=_normalized)
+            for name, module in SHARED_MODULES.items():
+                tar.add(module, arcname=name, filter=_normalized)
             tar.add(tree.folder, arcname="packages", filter=_normalized)
         stream.seek(0)
         yield stream
@@ -114,7 +118,7 @@ def build_gateway_image(
     base = base_image()
     base_id = local_image_id(client, base, "run `ssebench images bootstrap-base`")
     tree = prepare_gateway_packages(home, force=force, say=progress)
-    store = hashlib.sha256(Path(_gateway_store.__file__).read_bytes()).hexdigest()
+    shared = [hashlib.sha256(module.read_bytes()).hexdigest() for module in SHARED_MODULES.values()]
     return build_layer(
         client,
         layer="gateway",
@@ -122,6 +126,6 @@ def build_gateway_image(
         context=functools.partial(gateway_context, home / GATEWAY_FOLDER, tree),
         buildargs={"SSEBENCH_BASE_IMAGE": base},
         nocache=force,
-        inputs=inputs_digest([base_id, tree.key, store], home / GATEWAY_FOLDER),
+        inputs=inputs_digest([base_id, tree.key, *shared], home / GATEWAY_FOLDER),
         progress=progress,
     )

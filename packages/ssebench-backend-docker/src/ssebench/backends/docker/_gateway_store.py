@@ -8,13 +8,19 @@ opens the file, and the file also outlives a restart of the proxy.
 
 The runner opens a key for each run (`create_key`) and closes it when the run
 ends (`revoke`, which returns what the run spent). The hook admits each call
-(`admit`): the key must exist, be open, name the model, and its budget must not
-be used up by what was spent plus a reservation for each call still in flight.
-When a call returns, its reservation is replaced by its cost (`settle`), or
-dropped if it failed (`release`). A call is admitted while
-`spend + reservation x calls in flight < budget`, so calls made in parallel can
-overshoot the budget by at most one reservation (when no call costs more than
-that). Only a digest of each key is stored.
+(`admit`): the key must exist, be open, name the model, and the call's worst
+case (`Cost`: its prompt, counted before the call, and as many completion tokens
+as it may make) must fit what is left of the budget once every call in flight is
+counted at its own worst case. A call that does not fit waits for the calls in
+flight; with none in flight, its completion tokens are lowered to fit, and it is
+refused when not one token fits. So what is spent never exceeds the budget (as far
+as the provider counts as the hook does). When a call returns, its reservation is
+replaced by its cost (`settle`); a failed call's is dropped (`release`); one that
+was never settled (a stream the client dropped, a call LiteLLM lost) is charged at
+its worst case (`charge`, and `revoke` for whatever is left): no reservation
+expires silently. A model without prices holds the key's fixed `reservation`
+instead, admitted while what is spent and reserved is under the budget. Only a
+digest of each key is stored.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ KEY_PREFIX: Final = "sk-ssebench-"
 
 RESERVATION_TTL: Final = 900.0
 """Seconds after which a reservation no callback settled (a call LiteLLM dropped
-before its logging) stops counting against the budget."""
+before its logging) is charged at its worst case."""
 
 SETTLE_WAIT: Final = 10.0
 """Seconds `revoke` waits for the calls of a run still in flight to be counted."""
@@ -61,9 +67,16 @@ CREATE TABLE IF NOT EXISTS keys (
 CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     digest TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    amount REAL NOT NULL DEFAULT 0
 );
 """
+
+_LATER_COLUMNS: Final = (
+    "ALTER TABLE keys ADD COLUMN network TEXT",
+    "ALTER TABLE reservations ADD COLUMN amount REAL NOT NULL DEFAULT 0",
+)
+"""Columns a file made by an earlier version lacks."""
 
 
 def _inside(address: str | None, network: str) -> bool:
@@ -93,6 +106,36 @@ class KeyUsage:
     refused: int
     """Calls refused because the budget was used up."""
     revoked: bool
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A call's worst case, in US dollars, before it is made."""
+
+    prompt: float = 0.0
+    """What its prompt costs (counted once per completion it asks for)."""
+    per_token: float = 0.0
+    """What one more completion token costs, over all its completions."""
+    max_tokens: int = 0
+    """The completion tokens it may make, each completion (asked for, or the model's most)."""
+
+    @property
+    def priced(self) -> bool:
+        """Whether the model has prices (else the key's fixed reservation stands in)."""
+        return self.prompt > 0 or self.per_token > 0
+
+    def worst(self, max_tokens: int) -> float:
+        """What the call costs at most with `max_tokens` completion tokens each."""
+        return self.prompt + self.per_token * max_tokens
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An admitted call: its reservation and the completion tokens it may make."""
+
+    reservation: int
+    max_tokens: int
+    """As asked, or lowered so that the call fits the budget."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +184,9 @@ class KeyStore:
         try:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.executescript(_SCHEMA)
-            with contextlib.suppress(sqlite3.OperationalError):  # a file from before `network`
-                connection.execute("ALTER TABLE keys ADD COLUMN network TEXT")
+            for alter in _LATER_COLUMNS:
+                with contextlib.suppress(sqlite3.OperationalError):  # the column is there
+                    connection.execute(alter)
         finally:
             connection.close()
 
@@ -171,8 +215,10 @@ class KeyStore:
         with self._transaction() as db:
             db.execute("UPDATE keys SET network = ? WHERE run_id = ?", (network, run_id))
 
-    def admit(self, key: str, model: str | None, client: str | None = None) -> int | Refusal:
-        """Admit one call from the address `client`: the reservation's ID, or why it is refused.
+    def admit(
+        self, key: str, model: str | None, client: str | None = None, cost: Cost = Cost()
+    ) -> Admitted | Refusal | None:
+        """Admit one call from the address `client`; None: it must wait for calls in flight.
 
         A key bound to a run's network (`bind`) works from that network only, so a
         key that leaked to another run does not work there.
@@ -189,39 +235,70 @@ class KeyStore:
                 return Refusal("ssebench: this key is not valid (unknown, or its run has ended)")
             if row[5] is not None and not _inside(client, row[5]):
                 return Refusal("ssebench: this key belongs to another run")
-            models, budget, reservation, spend = json.loads(row[0]), row[1], row[2], row[3]
+            models, budget, fixed = json.loads(row[0]), row[1], row[2]
             if model is not None and model not in models:
                 return Refusal(f"ssebench: this run may use only {', '.join(models)}")
-            db.execute(
-                "DELETE FROM reservations WHERE digest = ? AND created < ?",
+            for (expired,) in db.execute(
+                "SELECT id FROM reservations WHERE digest = ? AND created < ?",
                 (digest, now - RESERVATION_TTL),
-            )
-            (in_flight,) = db.execute(
-                "SELECT COUNT(*) FROM reservations WHERE digest = ?", (digest,)
-            ).fetchone()
-            if budget is not None and spend + reservation * in_flight >= budget:
+            ).fetchall():
+                _charge(db, expired)
+            spend, in_flight, held = self._held(db, digest)
+            admitted = _fit(budget, spend, in_flight, held, fixed, cost)
+            if isinstance(admitted, Refusal):
                 db.execute("UPDATE keys SET refused = refused + 1 WHERE digest = ?", (digest,))
-                return Refusal(
-                    f"ssebench: the run's budget of ${budget:.6g} is used up "
-                    f"(${spend:.6g} spent); no more model calls",
-                    budget=True,
-                )
+                return admitted
+            if admitted is None:
+                return None
+            tokens, amount = admitted
             cursor = db.execute(
-                "INSERT INTO reservations (digest, created) VALUES (?, ?)", (digest, now)
+                "INSERT INTO reservations (digest, created, amount) VALUES (?, ?, ?)",
+                (digest, now, amount),
             )
-            return int(cursor.lastrowid or 0)
+            return Admitted(int(cursor.lastrowid or 0), tokens)
+
+    @staticmethod
+    def _held(db: sqlite3.Connection, digest: str) -> tuple[float, int, float]:
+        """What the key has spent, its calls in flight and what they hold."""
+        (spend,) = db.execute("SELECT spend FROM keys WHERE digest = ?", (digest,)).fetchone()
+        in_flight, held = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM reservations WHERE digest = ?",
+            (digest,),
+        ).fetchone()
+        return float(spend), int(in_flight), float(held)
+
+    def check(self, key: str, client: str | None = None) -> list[str] | Refusal:
+        """The models an open key may use from `client` (no call is admitted), or why not."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT models, revoked, network FROM keys WHERE digest = ?", (digest_of(key),)
+            ).fetchone()
+        if row is None or row[1]:
+            return Refusal("ssebench: this key is not valid (unknown, or its run has ended)")
+        if row[2] is not None and not _inside(client, row[2]):
+            return Refusal("ssebench: this key belongs to another run")
+        return list(json.loads(row[0]))
 
     def settle(
         self, reservation: int, key_digest: str, cost: float, prompt: int, completion: int
     ) -> None:
-        """A call returned: drop its reservation and add what it cost."""
+        """A call returned: replace its reservation by what it cost.
+
+        A reservation already charged (at its worst case) or released is left as it is.
+        """
         with self._transaction() as db:
-            db.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
+            if not db.execute("DELETE FROM reservations WHERE id = ?", (reservation,)).rowcount:
+                return
             db.execute(
                 "UPDATE keys SET spend = spend + ?, prompt_tokens = prompt_tokens + ?, "
                 "completion_tokens = completion_tokens + ?, calls = calls + 1 WHERE digest = ?",
                 (cost, prompt, completion, key_digest),
             )
+
+    def charge(self, reservation: int) -> None:
+        """A call that never settled (a stream its client dropped): charge its worst case."""
+        with self._transaction() as db:
+            _charge(db, reservation)
 
     def release(self, reservation: int) -> None:
         """A call failed: drop its reservation (safe to call more than once)."""
@@ -244,7 +321,8 @@ class KeyStore:
         """Close every key of the run (safe to repeat) and return what it used.
 
         LiteLLM settles a call (its callback) just after answering it, so the calls
-        still in flight get up to `settle_wait` seconds to be counted.
+        still in flight get up to `settle_wait` seconds to be counted; what is still
+        unsettled then is charged at its worst case.
         """
         query = (
             "SELECT COUNT(*) FROM reservations WHERE digest IN "
@@ -260,9 +338,53 @@ class KeyStore:
                 break
             time.sleep(0.05)
         with self._transaction() as db:
-            db.execute(
-                "DELETE FROM reservations WHERE digest IN "
+            for (left,) in db.execute(
+                "SELECT id FROM reservations WHERE digest IN "
                 "(SELECT digest FROM keys WHERE run_id = ?)",
                 (run_id,),
-            )
+            ).fetchall():
+                _charge(db, left)
         return self.usage(run_id)
+
+
+def _charge(db: sqlite3.Connection, reservation: int) -> None:
+    """Charge an unsettled reservation at its worst case (nothing if it is gone)."""
+    row = db.execute(
+        "SELECT digest, amount FROM reservations WHERE id = ?", (reservation,)
+    ).fetchone()
+    if row is None:
+        return
+    db.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
+    db.execute(
+        "UPDATE keys SET spend = spend + ?, calls = calls + 1 WHERE digest = ?", (row[1], row[0])
+    )
+
+
+def _fit(
+    budget: float | None, spend: float, in_flight: int, held: float, fixed: float, cost: Cost
+) -> tuple[int, float] | Refusal | None:
+    """The completion tokens a call may make and what it holds meanwhile; None: it waits
+    for the calls in flight; a Refusal: the budget is used up."""
+    if not cost.priced:
+        # No prices: LiteLLM's cost is all there is, so a fixed reservation stands in.
+        if budget is None or spend + held < budget:
+            return cost.max_tokens, fixed
+        return None if in_flight else _used_up(budget, spend)
+    tokens = cost.max_tokens
+    if budget is None or spend + held + cost.worst(tokens) <= budget:
+        return tokens, cost.worst(tokens)
+    if in_flight:
+        return None
+    left = budget - spend
+    fits = int((left - cost.prompt) / cost.per_token) if cost.per_token > 0 else 0
+    if fits >= 1 and cost.prompt + cost.per_token * fits <= left:
+        return fits, cost.worst(fits)
+    return _used_up(budget, spend)
+
+
+def _used_up(budget: float, spend: float) -> Refusal:
+    return Refusal(
+        f"ssebench: the run's budget of ${budget:.6g} is used up "
+        f"(${spend:.6g} spent); no more model calls",
+        budget=True,
+    )
