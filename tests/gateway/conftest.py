@@ -42,6 +42,13 @@ MODEL_B = "scripted-b"
 """A second model, behind its own scripted server and provider key: no run of MODEL's
 may reach it."""
 REPLY_B = "model B's own answer"
+DEFAULT_BUDGET = 1000.0
+"""A run's budget unless a test names one: the gateway prices each call's worst case
+(the prompt as sent, 4,096 completion tokens at 0.0002), and the agents' prompts are
+long, so the budget stops only the runs that test it."""
+PROMPT = "the bug " * 60
+"""A prompt LiteLLM's counter makes more than PROMPT_TOKENS, the scripted model's count:
+the gateway's worst case for a call is then at least what the call costs."""
 HOME = Path(__file__).resolve().parents[2]
 
 
@@ -108,7 +115,7 @@ def models_file(
     session."""
     path = tmp_path_factory.mktemp("models") / "models.yaml"
     path.write_text(
-        f"budget: 1.0\nreservation: {RESERVATION}\nmodels:\n"
+        f"budget: {DEFAULT_BUDGET}\nreservation: {RESERVATION}\nmodels:\n"
         + _model_entry(MODEL, upstream, KEY_ENV)
         + _model_entry(MODEL_B, upstream_b, KEY_ENV_B)
     )

@@ -78,7 +78,9 @@ def body_of(label: str, upstream_b: Upstream) -> dict[str, Any] | None:
     return body
 
 
-def send(gateway: DockerGateway, key: str, row: Row, body: dict[str, Any] | None) -> tuple[int, str]:
+def send(
+    gateway: DockerGateway, key: str, row: Row, body: dict[str, Any] | None
+) -> tuple[int, str]:
     request = urllib.request.Request(
         f"{proxy_url(gateway)}{row.route}",
         data=None if body is None and row.method == "GET" else json.dumps(body or {}).encode(),

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import secrets
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -53,14 +57,16 @@ def test_a_run_whose_budget_runs_out_is_graded_and_recorded_as_budget_exceeded(
     assert summary["patch_result"]["status"] == "failed"
     assert summary["outcome"] == "budget_exceeded"
     calls = upstream.model.served.calls[before:]
-    assert len(calls) == 3  # admitted after spending 0, 0.02 and 0.04 of 0.05
+    # Admitted after spending 0 and 0.02 of 0.05; then what is left (0.01) pays for less
+    # than the third call's prompt.
+    assert len(calls) == 2
     priced = sum(
         c["usage"]["prompt_tokens"] * INPUT_PRICE + c["usage"]["completion_tokens"] * OUTPUT_PRICE
         for c in calls
     )
     assert summary["spend"] == pytest.approx(priced)
     assert summary["usage"] == {
-        "calls": 3,
+        "calls": 2,
         "prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in calls),
         "completion_tokens": sum(c["usage"]["completion_tokens"] for c in calls),
         "refused_for_budget": 1,
@@ -68,7 +74,7 @@ def test_a_run_whose_budget_runs_out_is_graded_and_recorded_as_budget_exceeded(
     assert summary["config"]["model"] == MODEL and summary["config"]["budget"] == 0.05
     assert summary["config"]["mode"] == mode
     agent_log = (run_dir / "agent.log").read_text()
-    assert "call 4: 401" in agent_log
+    assert "call 3: 401" in agent_log
     assert "the run's budget of $0.05 is used up" in agent_log
     # The run's key was revoked when the run ended.
     used = gateway.store.usage(run_id)
@@ -105,3 +111,96 @@ def test_proxy_status_shows_the_running_gateway_and_its_models(gateway: DockerGa
     assert MODEL in status["models"]
     assert status["address"] == f"{gateway.host_address()}:4000"
     assert "sk-" not in done.stdout + done.stderr
+
+
+@contextlib.contextmanager
+def gateway_creations(client: docker.DockerClient, name: str) -> Iterator[list[str]]:
+    """The IDs of the containers named `name` created while entered (read live: the
+    engine's memory of past events is short when other work shares it); the gateway
+    of that name is down on entry and removed, with its network, on exit."""
+    gateway = DockerGateway(client, name)
+    gateway.down()
+    created: list[str] = []
+    events = client.events(
+        decode=True, filters={"type": "container", "event": ["create"], "container": [name]}
+    )
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # the stream is closed under the reader
+            created.extend(str(event.get("id")) for event in events)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield created
+        time.sleep(2)  # the last events reach the stream
+    finally:
+        events.close()
+        reader.join(10)
+        gateway.down()
+        with contextlib.suppress(docker.errors.NotFound):
+            client.api.remove_network(gateway.egress_network)
+
+
+def test_an_evaluation_of_four_runs_at_once_starts_the_gateway_once(
+    gateway: DockerGateway,
+    upstream: Upstream,
+    tmp_path: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    # A gateway of this test's own, down when the evaluation starts: each of its four
+    # runs asks for it at once.
+    name = f"{gateway.name}-eval"
+    env = {
+        **os.environ,
+        "SSEBENCH_AGENT_PATH": str(TEST_AGENTS),
+        "SSEBENCH_HOME": str(HOME),
+        "SSEBENCH_GATEWAY": name,
+    }
+    with gateway_creations(docker_client, name) as created:
+        done = subprocess.run(
+            [
+                *(ssebench(), "eval", "--tasks", TASK, "--agents", "model-caller"),
+                *("--models", MODEL, "--repeat", "4", "-j", "4", "--timeout", "300", "--json"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout)["runs"]
+    assert len(runs) == 4
+    assert len(created) == 1, created
+    for row in runs:
+        summary = json.loads((Path(row["run_dir"]) / "summary.json").read_text())
+        assert summary["outcome"] == "failed", summary  # graded: it changed nothing
+        assert summary["usage"]["calls"] == 10
+
+
+def test_four_commands_at_once_start_a_gateway_that_was_down_once(
+    gateway: DockerGateway, upstream: Upstream, docker_client: docker.DockerClient
+) -> None:
+    # Four processes (four `ssebench run`s, or evaluations, started side by side).
+    name = f"{gateway.name}-racing"
+    env = {**os.environ, "SSEBENCH_HOME": str(HOME), "SSEBENCH_GATEWAY": name}
+    with gateway_creations(docker_client, name) as created:
+        starts = [
+            subprocess.Popen(
+                [ssebench(), "proxy", "up", "--json"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        answers = [start.communicate(timeout=600) for start in starts]
+        statuses = [json.loads(out)["state"] for out, _ in answers if out]
+
+    assert [start.returncode for start in starts] == [0] * 4, [err for _, err in answers]
+    assert statuses == ["running"] * 4
+    assert len(created) == 1, created

@@ -150,13 +150,15 @@ def test_mini_swe_agent_with_a_model_that_never_fixes_fails_like_dummy(
 def test_mini_swe_agent_stops_on_the_gateways_refusal_and_is_graded_as_budget_exceeded(
     gateway: DockerGateway, scripted: Upstream, tmp_path: Path
 ) -> None:
-    # Each call of loops.json costs 0.02: calls at 0, 0.02 and 0.04 of 0.05 are admitted.
-    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--budget", "0.05")
+    # loops.json's calls are counted as sent (about 0.2 each at the session's prices): a
+    # call is admitted while what is left pays for its prompt and a token; the prompt grows.
+    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--budget", "0.6")
 
     assert run.summary["outcome"] == "budget_exceeded"
     assert run.summary["patch_result"]["status"] == "failed"
     assert run.summary["patch_result"]["build_success"] is True  # graded anyway
-    assert len(run.calls) == 3
+    assert len(run.calls) >= 1
+    assert run.summary["spend"] <= 0.6
     assert run.summary["usage"]["refused_for_budget"] == 1
     refused = [entry for entry in run.dialog if "error" in entry]
     assert len(refused) == 1 and "AuthenticationError" in refused[0]["error"]
@@ -169,7 +171,7 @@ def test_mini_swe_agent_stops_on_the_gateways_refusal_and_is_graded_as_budget_ex
 def test_mini_swe_agent_stops_at_the_runs_timeout_and_its_dialog_keeps_every_call(
     gateway: DockerGateway, scripted: Upstream, tmp_path: Path
 ) -> None:
-    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--budget", "20", "--timeout", "60")
+    run = run_agent(scripted, tmp_path, TASKS[0], "loops.json", "--timeout", "60")
 
     assert run.summary["outcome"] == "agent_timeout"
     runtime = run.summary["runtime_result"]

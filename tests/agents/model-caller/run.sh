@@ -1,7 +1,10 @@
 #!/bin/bash
 # Calls the run's model through SSE_BASE_URL with SSE_API_KEY (bash's /dev/tcp: no
 # client library needed) until an answer is not 200, at most 10 times; prints each.
-body='{"model":"'"$SSE_MODEL_NAME"'","messages":[{"role":"user","content":"fix the bug"}]}'
+# The prompt is long enough that the gateway counts more tokens than the scripted
+# model's 100: its worst case for a call is then at least what the call costs.
+prompt=$(printf 'fix the bug %.0s' $(seq 60))
+body='{"model":"'"$SSE_MODEL_NAME"'","messages":[{"role":"user","content":"'"$prompt"'"}]}'
 host=${SSE_BASE_URL#http://}; port=${host##*:}; host=${host%%:*}
 for call in $(seq 10); do
     exec 3<>"/dev/tcp/$host/$port" || { echo "model-caller: no connection"; exit 1; }

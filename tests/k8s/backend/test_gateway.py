@@ -358,16 +358,17 @@ def test_a_model_run_through_the_in_cluster_gateway_records_spend_and_its_key_is
         # Graded as usual (the agent changed nothing), then the outcome.
         assert summary["patch_result"]["status"] == "failed"
         assert summary["outcome"] == "budget_exceeded"
-        # Admitted after spending 0, 0.02 and 0.04 of 0.05; the fourth call refused.
-        assert summary["spend"] == pytest.approx(3 * CALL_COST)
+        # Admitted after spending 0 and 0.02 of 0.05; what is left (0.01) pays for less
+        # than the third call's prompt, which is refused.
+        assert summary["spend"] == pytest.approx(2 * CALL_COST)
         assert summary["usage"] == {
-            "calls": 3,
-            "prompt_tokens": 3 * PROMPT_TOKENS,
-            "completion_tokens": 3 * COMPLETION_TOKENS,
+            "calls": 2,
+            "prompt_tokens": 2 * PROMPT_TOKENS,
+            "completion_tokens": 2 * COMPLETION_TOKENS,
             "refused_for_budget": 1,
         }
         agent_log = (run_dir / "agent.log").read_text()
-        assert "call 4: 401" in agent_log
+        assert "call 3: 401" in agent_log
         assert "the run's budget of $0.05 is used up" in agent_log
 
         # The kept run's objects: its key is only in its Secret, never in the Job or pod.

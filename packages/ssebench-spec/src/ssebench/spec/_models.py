@@ -54,8 +54,8 @@ class ModelsFile(UserInput, kw_only=True, frozen=True):
     """US dollars a run may spend by default (`--budget` overrides it)."""
 
     reservation: float = DEFAULT_RESERVATION
-    """US dollars counted against a run's budget for each call in flight, until the
-    call's real cost is known: parallel calls overshoot a budget by at most this."""
+    """US dollars held against a run's budget for each call in flight on a model without
+    prices (a priced model's call holds its own worst case; docs/gateway.md)."""
 
     models: dict[str, ModelEntry] = msgspec.field(default_factory=dict)
 

@@ -44,7 +44,7 @@ from typing_extensions import override
 
 import docker
 import docker.types
-from ssebench.backends.docker._cache import cache_root
+from ssebench.backends.docker._cache import cache_lock, cache_root
 from ssebench.backends.docker._errors import engine_errors
 from ssebench.backends.docker._gateway_image import build_gateway_image
 from ssebench.backends.docker._gateway_store import KeyStore
@@ -310,9 +310,16 @@ class DockerGateway(ModelGateway):
         configuration (the key store and every open key survive, and runs on their
         networks get it back at the same address).
 
+        One start at a time per engine and gateway: the runs of `eval -j N` each call
+        this, and the first starts the gateway while the others wait for it and keep it.
+
         Raises:
             BackendError: the image cannot be built, or the proxy does not answer.
         """
+        with cache_lock("gateway", f"{self._client.api.base_url}\0{self.name}"):
+            return self._up(models, say)
+
+    def _up(self, models: ModelsFile, say: Callable[[str], None]) -> GatewayStatus:
         import yaml
 
         old = self._read_config()
