@@ -19,7 +19,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -64,7 +63,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         (run_id,) = args
         store.initialize()
         used = store.revoke(run_id)
-        return {"usage": None if used is None else dataclasses.asdict(used)}
+        return {"report": None if used is None else used.report()}
     if command == "models":
         return {"models": _models()}
     raise SystemExit(f"unknown command {command!r}: init, open, bind, close or models")

@@ -72,6 +72,15 @@ CONFIG = Path(os.environ.get("SSEBENCH_GATEWAY_CONFIG", "/run/ssebench-gateway/c
 DEFAULT_MAX_OUTPUT = 4096
 """The completion tokens a call may make on a model whose most LiteLLM does not know."""
 
+DEFAULT_CONCURRENCY = 4
+"""A run's calls in flight at once, where the configuration names no other."""
+
+DEFAULT_FAILURES = 3
+"""Calls in a row the provider must fail for a run to be the provider's failure."""
+
+UPSTREAM_STATUSES = frozenset({408, 429})
+"""A provider's failures below 500: it timed out, or it was over its limits."""
+
 WAIT_LIMIT = 300.0
 """Seconds a call waits for the calls in flight to leave room in the budget."""
 
@@ -98,8 +107,10 @@ def _store() -> KeyStore:
 class _Model:
     """What the hook needs of one model of the configuration."""
 
-    def __init__(self, entry: Mapping[str, Any]) -> None:
+    def __init__(self, entry: Mapping[str, Any], policy: Mapping[str, Any]) -> None:
         self.name = str(entry["model_name"])
+        self.concurrency = int(policy.get("concurrency") or DEFAULT_CONCURRENCY)
+        self.provider_failures = int(policy.get("provider_failures") or DEFAULT_FAILURES)
         self.litellm = str((entry.get("litellm_params") or {}).get("model") or self.name)
         known: dict[str, Any] = {}
         with contextlib.suppress(Exception):  # a model LiteLLM does not know: ours or nothing
@@ -149,9 +160,10 @@ def _models() -> dict[str, _Model]:
         config: dict[str, Any] = yaml.safe_load(CONFIG.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return {}
+    policies = (config.get("ssebench") or {}).get("models") or {}
     found = {}
     for entry in config.get("model_list") or []:
-        model = _Model(entry)
+        model = _Model(entry, policies.get(entry["model_name"]) or {})
         found[model.name] = model
     return found
 
@@ -189,7 +201,8 @@ async def custom_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     model_name = model_name if isinstance(model_name, str) else ""
     model = _models().get(model_name)
     cost = model.cost(body, shape) if model is not None else Cost()
-    admitted = await _admit(api_key or "", model_name, client, cost)
+    cap = model.concurrency if model is not None else DEFAULT_CONCURRENCY
+    admitted = await _admit(api_key or "", model_name, client, cost, cap)
     if cost.priced and admitted.max_tokens != shape.max_tokens:
         # The limit the worst case was priced with, also when the agent asked for none.
         safe_set_request_parsed_body(request, {**body, shape.field: admitted.max_tokens})
@@ -202,18 +215,18 @@ async def custom_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     )
 
 
-async def _admit(key: str, model: str, client: str | None, cost: Cost) -> Admitted:
+async def _admit(key: str, model: str, client: str | None, cost: Cost, cap: int) -> Admitted:
     """The call admitted, once the calls in flight leave room for it.
 
     Raises:
-        HTTPException: 401 when the key or the budget refuses it, 429 when the calls in
-            flight held the budget for WAIT_LIMIT seconds.
+        HTTPException: 401 when the key or the budget refuses it; 429 when the run has
+            `cap` calls in flight, or they held the budget for WAIT_LIMIT seconds.
     """
     deadline = time.monotonic() + WAIT_LIMIT
     while True:
-        admitted = _store().admit(key, model, client, cost)
+        admitted = _store().admit(key, model, client, cost, cap)
         if isinstance(admitted, Refusal):
-            raise _refuse(401, admitted.message)
+            raise _refuse(429 if admitted.concurrency else 401, admitted.message)
         if admitted is not None:
             return admitted
         if time.monotonic() > deadline:
@@ -229,6 +242,26 @@ def _ours(kwargs: dict[str, Any]) -> dict[str, Any] | None:
             if isinstance(found, dict):
                 return found
     return None
+
+
+def _upstream(error: Exception) -> bool:
+    """Whether the provider failed the call: LiteLLM's own error for a provider's 429, 5xx,
+    timeout or lost connection (never one the proxy raised for the request itself, which
+    an agent could provoke at will)."""
+    kinds = (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.BadGatewayError,
+    )
+    status = getattr(error, "status_code", None)
+    return (
+        isinstance(error, kinds)
+        and isinstance(status, int)
+        and (status in UPSTREAM_STATUSES or status >= 500)
+    )
 
 
 def _admitted_by(user_api_key_dict: Any) -> dict[str, Any] | None:
@@ -291,11 +324,24 @@ class _Spend(CustomLogger):  # type: ignore[misc]
         user_api_key_dict: UserAPIKeyAuth,
         traceback_str: str | None = None,
     ) -> None:
-        # A call refused after admission (an unknown model, a bad request) never
-        # reaches the logging callbacks: release its reservation here.
+        # A call refused after admission (an unknown model, a bad request) never reaches
+        # the logging callbacks: release its reservation here. One the provider failed,
+        # after LiteLLM's retries, is recorded as the provider's.
         ours = _admitted_by(user_api_key_dict)
-        if ours is not None:
-            with contextlib.suppress(Exception):
+        if ours is None:
+            return
+        status = getattr(original_exception, "status_code", None)
+        with contextlib.suppress(Exception):
+            if _upstream(original_exception) and isinstance(status, int):
+                model = _models().get(str(request_data.get("model") or ""))
+                _store().fail(
+                    int(ours["reservation"]),
+                    str(ours["key"]),
+                    status,
+                    str(getattr(original_exception, "llm_provider", "") or ""),
+                    model.provider_failures if model is not None else DEFAULT_FAILURES,
+                )
+            else:
                 _store().release(int(ours["reservation"]))
 
 

@@ -42,6 +42,8 @@ MODEL_B = "scripted-b"
 """A second model, behind its own scripted server and provider key: no run of MODEL's
 may reach it."""
 REPLY_B = "model B's own answer"
+MODEL_FLAKY = "scripted-flaky"
+"""Model A's server again, for tests that make it fail: one retry, 3 s a call."""
 DEFAULT_BUDGET = 1000.0
 """A run's budget unless a test names one: the gateway prices each call's worst case
 (the prompt as sent, 4,096 completion tokens at 0.0002), and the agents' prompts are
@@ -96,14 +98,14 @@ def upstream_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     yield from _serve(tmp_path_factory.mktemp("scripted-b") / "script.json", reply)
 
 
-def _model_entry(name: str, upstream: Upstream, key_env: str) -> str:
+def _model_entry(name: str, upstream: Upstream, key_env: str, extra: str = "") -> str:
     return (
         f"  {name}:\n    litellm:\n"
         f"      model: openai/{name}\n"
         f"      api_base: http://host.docker.internal:{upstream.model.port}/v1\n"
         f"      input_cost_per_token: {INPUT_PRICE}\n"
         f"      output_cost_per_token: {OUTPUT_PRICE}\n"
-        f"    key_env: {key_env}\n"
+        f"    key_env: {key_env}\n{extra}"
     )
 
 
@@ -118,6 +120,7 @@ def models_file(
         f"budget: {DEFAULT_BUDGET}\nreservation: {RESERVATION}\nmodels:\n"
         + _model_entry(MODEL, upstream, KEY_ENV)
         + _model_entry(MODEL_B, upstream_b, KEY_ENV_B)
+        + _model_entry(MODEL_FLAKY, upstream, KEY_ENV, "    retries: 1\n    timeout: 3\n")
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODELS_ENV, str(path))

@@ -70,6 +70,9 @@ def test_a_run_whose_budget_runs_out_is_graded_and_recorded_as_budget_exceeded(
         "prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in calls),
         "completion_tokens": sum(c["usage"]["completion_tokens"] for c in calls),
         "refused_for_budget": 1,
+        "refused_for_concurrency": 0,
+        "provider_errors": [],
+        "provider_down": False,
     }
     assert summary["config"]["model"] == MODEL and summary["config"]["budget"] == 0.05
     assert summary["config"]["mode"] == mode

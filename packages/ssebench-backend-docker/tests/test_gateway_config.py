@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from ssebench.backends.docker._gateway import gateway_config, gateway_name
@@ -29,13 +30,18 @@ def test_prices_go_to_model_info_so_litellm_registers_them_once_not_per_call(
     monkeypatch.delenv("SSEBENCH_UNSET_KEY", raising=False)
     config = gateway_config(models, "sk-master")
     assert config["model_list"] == [
-        {"model_name": "free", "litellm_params": {"model": "openai/free"}},
+        {
+            "model_name": "free",
+            "litellm_params": {"model": "openai/free", "num_retries": 2, "timeout": 600.0},
+        },
         {
             "model_name": "m",
             "litellm_params": {
                 "model": "openai/m",
                 "api_base": "http://upstream/v1",
                 "api_key": "sk-provider",
+                "num_retries": 2,
+                "timeout": 600.0,
             },
             "model_info": {
                 "input_cost_per_token": 1e-6,
@@ -45,6 +51,43 @@ def test_prices_go_to_model_info_so_litellm_registers_them_once_not_per_call(
         },
     ]
     assert config["general_settings"]["master_key"] == "sk-master"
+
+
+def test_a_models_retries_timeout_and_run_limits_reach_the_gateway() -> None:
+    models = ModelsFile(
+        models={
+            "m": ModelEntry(
+                litellm={"model": "openai/m"},
+                retries=0,
+                timeout=30,
+                concurrency=2,
+                provider_failures=5,
+            ),
+            # LiteLLM's own parameters, when the file names them, win.
+            "own": ModelEntry(litellm={"model": "openai/own", "num_retries": 7}),
+        }
+    )
+
+    config = gateway_config(models, "sk-master")
+
+    params = {entry["model_name"]: entry["litellm_params"] for entry in config["model_list"]}
+    assert (params["m"]["num_retries"], params["m"]["timeout"]) == (0, 30)
+    assert params["own"]["num_retries"] == 7
+    assert config["ssebench"]["models"] == {
+        "m": {"concurrency": 2, "provider_failures": 5},
+        "own": {"concurrency": 4, "provider_failures": 3},
+    }
+    # A failed call must not cool a model down for the other runs of the gateway.
+    assert config["router_settings"] == {"disable_cooldowns": True}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("retries", -1), ("timeout", 0), ("concurrency", 0), ("provider_failures", 0)],
+)
+def test_a_models_limits_out_of_range_are_refused(field: str, value: float) -> None:
+    with pytest.raises(msgspec.ValidationError, match=field):
+        msgspec.convert({"litellm": {"model": "x"}, field: value}, ModelEntry)
 
 
 def test_the_gateway_is_named_after_the_registry_prefix_unless_ssebench_gateway_names_it(

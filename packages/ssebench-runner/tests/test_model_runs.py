@@ -72,6 +72,9 @@ def test_a_run_with_a_model_gets_its_own_key_and_the_gateway_and_records_its_spe
         "prompt_tokens": 300,
         "completion_tokens": 150,
         "refused_for_budget": 0,
+        "refused_for_concurrency": 0,
+        "provider_errors": [],
+        "provider_down": False,
     }
     assert summary["config"]["budget"] == 0.25
     assert summary["outcome"] == "passed"

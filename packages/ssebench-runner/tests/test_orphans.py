@@ -104,6 +104,9 @@ def test_an_orphan_with_a_model_has_its_key_revoked_and_its_spend_recorded(
         "prompt_tokens": 300,
         "completion_tokens": 150,
         "refused_for_budget": 0,
+        "refused_for_concurrency": 0,
+        "provider_errors": [],
+        "provider_down": False,
     }
     assert _summary(without).get("spend") is None
 

@@ -17,13 +17,18 @@ from ssebench.runner._plan import RunPlan
 from ssebench.runner._record import RunEnding, outcome_of
 from ssebench.spec import (
     BackendError,
+    GatewayReport,
     PatchResult,
     PlatformUnavailableError,
+    ProviderError,
     Result,
+    RunConfig,
     RuntimeResult,
     Summary,
+    Usage,
     decode_json,
 )
+from ssebench.spec.recording import record
 
 from .conftest import run_dir
 from .fakes import FAILED_RESULT, PASSED_RESULT, fake_backend, send_signal_when
@@ -97,6 +102,63 @@ def test_a_used_up_budget_is_its_own_outcome_in_the_designs_order(
     ending: RunEnding, grade: Result, outcome: str
 ) -> None:
     assert outcome_of(ending, grade, budget_exceeded=True) == outcome
+
+
+@pytest.mark.parametrize(
+    ("ending", "grade", "outcome"),
+    [
+        # The provider failed the run's last calls: not the agent's doing, unless it passed.
+        (ENDED, result("failed"), "infra_error"),
+        (ENDED, result("failed", agent_timeout=True), "infra_error"),
+        (ENDED, result("passed"), "passed"),
+        (ENDED, result("error", source="task"), "grader_error"),
+        (SIGNALLED, result("failed"), "stopped"),
+    ],
+)  # fmt: skip
+def test_a_provider_that_failed_the_run_makes_it_infra_error_unless_it_passed(
+    ending: RunEnding, grade: Result, outcome: str
+) -> None:
+    assert outcome_of(ending, grade, provider_down=True) == outcome
+
+
+@pytest.mark.parametrize(
+    ("usage", "outcome", "reason"),
+    [
+        (Usage(provider_down=True), "infra_error", "provider"),
+        # It flooded the gateway past its cap: the provider's failures are the agent's.
+        (Usage(provider_down=True, refused_for_concurrency=1), "failed", None),
+        (Usage(provider_errors=[ProviderError(status=429, provider="x", at="t")]), "failed", None),
+    ],
+)
+def test_the_summary_says_the_provider_ended_the_run_only_if_the_agent_kept_to_the_cap(
+    tmp_path: Path, usage: Usage, outcome: str, reason: str | None
+) -> None:
+    (tmp_path / "result.json").write_text(
+        json.dumps({"patch_result": {"status": "failed"}, "runtime_result": {}})
+    )
+    config = RunConfig(
+        agent="a",
+        model="m",
+        mode="sandbox",
+        backend="fake",
+        difficulty=2,
+        timeout=60,
+        egress="restricted",
+        reference_run=False,
+        keep=False,
+    )
+
+    summary = record(
+        tmp_path,
+        ENDED,
+        task="t",
+        config=config,
+        run_id="r",
+        started_at="now",
+        gateway=GatewayReport(spend=0.0, usage=usage),
+    )
+
+    assert (summary.outcome, summary.reason) == (outcome, reason)
 
 
 def test_an_agent_that_exits_143_itself_is_not_a_stopped_run() -> None:

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Calls the run's model through SSE_BASE_URL with SSE_API_KEY (bash's /dev/tcp: no
-# client library needed) until an answer is not 200, at most 10 times; prints each.
+# client library needed) until an answer is neither 200 nor a provider's failure, at
+# most 10 times; prints each.
 # The prompt is long enough that the gateway counts more tokens than the scripted
 # model's 100: its worst case for a call is then at least what the call costs.
 prompt=$(printf 'fix the bug %.0s' $(seq 60))
@@ -14,5 +15,6 @@ for call in $(seq 10); do
     exec 3>&-
     status=$(head -1 <<<"$answer" | cut -d' ' -f2)
     echo "model-caller: call $call: $status $(tail -1 <<<"$answer" | head -c 400)"
-    [ "$status" = 200 ] || exit 0
+    # A provider's failure (429, 5xx) is called again, as agents do; any other answer ends it.
+    case $status in 200|429|5??) ;; *) exit 0 ;; esac
 done

@@ -366,6 +366,9 @@ def test_a_model_run_through_the_in_cluster_gateway_records_spend_and_its_key_is
             "prompt_tokens": 2 * PROMPT_TOKENS,
             "completion_tokens": 2 * COMPLETION_TOKENS,
             "refused_for_budget": 1,
+            "refused_for_concurrency": 0,
+            "provider_errors": [],
+            "provider_down": False,
         }
         agent_log = (run_dir / "agent.log").read_text()
         assert "call 3: 401" in agent_log

@@ -19,7 +19,10 @@ calls, such as OpenCode's title call, which may come at any point), and the
 sequence goes on undisturbed. A reply without token counts is counted at
 about four characters a token; its completion tokens never exceed the call's
 `max_tokens` (or `max_completion_tokens`), as a provider's never do. A reply with
-`"delay": SECONDS` waits that long before it answers (streamed: before each piece).
+`"delay": SECONDS` waits that long before it answers (streamed: before each piece);
+one with `"status": CODE` answers that HTTP status with an OpenAI error instead (a
+provider's 429 or 5xx). With `"max_in_flight": N` at the top, a call beyond N at once
+is answered 429, as a rate-limited provider does.
 `POST /v1/chat/completions` (and `/chat/completions`) answers as OpenAI does,
 streamed as server-sent events when the request asks (`"stream": true`, the last
 event carrying `usage`); `POST /v1/completions` answers with the reply as the
@@ -63,6 +66,8 @@ class Reply:
     """Answer every call whose messages contain this text, outside the sequence."""
     delay: float = 0.0
     """Seconds to wait before answering (streamed: before each piece)."""
+    status: int = 200
+    """An HTTP status other than 200: answered with an error, as a failing provider does."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Script:
 
     replies: tuple[Reply, ...]
     cycle: bool = True
+    max_in_flight: int | None = None
+    """Calls answered at once; more are answered 429."""
 
     @property
     def sequence(self) -> tuple[Reply, ...]:
@@ -106,11 +113,19 @@ def load_script(path: Path) -> Script:
         delay = reply.get("delay", 0)
         if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 600:
             raise UserError(f"the script {path}: replies[{index}].delay must be 0 to 600 seconds")
+        status = reply.get("status", 200)
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            raise UserError(f"the script {path}: replies[{index}].status must be 200 to 599")
         tools = _tool_calls(path, index, reply)
-        parsed.append(Reply(reply["content"], counts[0], counts[1], tools, when, float(delay)))
+        parsed.append(
+            Reply(reply["content"], counts[0], counts[1], tools, when, float(delay), status)
+        )
     if all(reply.when is not None for reply in parsed):
         raise UserError(f"the script {path} needs at least one reply without `when`")
-    return Script(tuple(parsed), cycle=bool(raw.get("cycle", True)))
+    most = raw.get("max_in_flight")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise UserError(f"the script {path}: max_in_flight must be a positive integer")
+    return Script(tuple(parsed), cycle=bool(raw.get("cycle", True)), max_in_flight=most)
 
 
 def _tool_calls(path: Path, index: int, reply: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -150,6 +165,7 @@ class ScriptedModel:
         self.served = Served()
         self._next = 0
         self._lock = threading.Lock()
+        self.in_flight = 0
         model = self
 
         class Handler(_Handler):
@@ -227,6 +243,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
+        owner = self.owner
+        with owner.served.lock:
+            owner.in_flight += 1
+            busy = owner.script.max_in_flight is not None and (
+                owner.in_flight > owner.script.max_in_flight
+            )
+        try:
+            if busy:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with owner.served.lock:
+                    owner.served.calls.append({"status": 429, "usage": None})
+                self._send_error(429, "rate limited: too many requests at once")
+                return
+            self._answer()
+        finally:
+            with owner.served.lock:
+                owner.in_flight -= 1
+
+    def _send_error(self, status: int, message: str) -> None:
+        kind = "rate_limit_error" if status == 429 else "server_error"
+        self._send_json(status, {"error": {"message": message, "type": kind}})
+
+    def _answer(self) -> None:
         route = self.path.split("?")[0]
         if route not in CHAT_ROUTES + TEXT_ROUTES:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
@@ -247,6 +286,12 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.owner.next_reply(prompt_text)
         if reply is None:
             self._send_json(400, {"error": {"message": "the script is used up"}})
+            return
+        if reply.status != 200:
+            time.sleep(reply.delay)
+            with self.owner.served.lock:
+                self.owner.served.calls.append({"status": reply.status, "usage": None})
+            self._send_error(reply.status, reply.content)
             return
         completion = (
             reply.completion_tokens

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -45,6 +45,21 @@ class ModelEntry(UserInput, kw_only=True, frozen=True):
 
     budget: float | None = None
     """US dollars a run with this model may spend; None: the file's `budget`."""
+
+    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 2
+    """How many more times the gateway tries a call its provider answered 429 or 5xx, or
+    that timed out, with backoff (LiteLLM's `num_retries`), before the agent sees it."""
+
+    timeout: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 600.0
+    """Seconds one call to the provider may take."""
+
+    provider_failures: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
+    """A run whose last this many calls failed at the provider (after the retries), and
+    which kept under `concurrency`, ends `infra_error` for the provider unless it passed."""
+
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4
+    """Calls of one run in flight at once: more are refused with 429, so an agent cannot
+    flood its provider into failures that would look like the provider's."""
 
 
 class ModelsFile(UserInput, kw_only=True, frozen=True):
@@ -91,6 +106,16 @@ def load_models(path: Path) -> ModelsFile:
     return load_yaml_file(path, ModelsFile)
 
 
+class ProviderError(Message, kw_only=True, frozen=True):
+    """A call the provider failed: answered 429 or 5xx, or did not answer in time (408)."""
+
+    status: int
+    provider: str
+    """LiteLLM's name for it (`openai`, `anthropic`, ...); empty when unknown."""
+    at: str
+    """When, ISO 8601 UTC."""
+
+
 class Usage(Message, kw_only=True, frozen=True):
     """The model calls of a run, as the gateway counted them."""
 
@@ -99,6 +124,12 @@ class Usage(Message, kw_only=True, frozen=True):
     completion_tokens: int = 0
     refused_for_budget: int = 0
     """Calls the gateway refused because the run's budget was used up."""
+    refused_for_concurrency: int = 0
+    """Calls the gateway refused because the run had its most calls in flight."""
+    provider_errors: list[ProviderError] = msgspec.field(default_factory=list)
+    """Every call that failed at the provider after the gateway's retries, in order."""
+    provider_down: bool = False
+    """The run's last `provider_failures` calls (of its model) all failed at the provider."""
 
 
 class GatewayReport(Message, kw_only=True, frozen=True):

@@ -42,6 +42,11 @@ Pass rate = passed / (passed + failed + agent_timeout + budget_exceeded);
 `infra_error` is retried, `stopped` and `grader_error` are never counted.
 """
 
+InfraReason = Literal["harness", "provider"]
+"""Why a run is `infra_error`: the harness or the engine failed (`harness`), or the model's
+provider did (`provider`: the run did not pass, its last calls failed at the provider after
+the gateway's retries, and it kept under the gateway's cap of calls in flight)."""
+
 
 class RunConfig(Message, kw_only=True, frozen=True):
     """A run's settings, as the runner records them."""
@@ -139,6 +144,8 @@ class Summary(Message, kw_only=True, frozen=True):
     spend: float | None = None
     outcome: Outcome | None = None
     """How the run ended (see `Outcome`); None only in summaries written before it existed."""
+    reason: InfraReason | None = None
+    """Why the run is `infra_error` (see `InfraReason`); None for every other outcome."""
     provenance: Provenance | None = None
     """What the run was made of; None only in summaries written before it existed."""
     usage: Usage | None = None

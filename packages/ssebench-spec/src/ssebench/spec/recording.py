@@ -24,6 +24,7 @@ from ssebench.spec._errors import DecodeError
 from ssebench.spec._models import GatewayReport
 from ssebench.spec._plugins import MODEL_HOOKS, PluginResult
 from ssebench.spec._results import (
+    InfraReason,
     Outcome,
     PatchResult,
     Provenance,
@@ -210,7 +211,9 @@ def plugin_results(run_dir: Path, config: RunConfig) -> list[PluginResult]:
     ]
 
 
-def outcome_of(ending: RunEnding, result: Result, *, budget_exceeded: bool = False) -> Outcome:
+def outcome_of(
+    ending: RunEnding, result: Result, *, budget_exceeded: bool = False, provider_down: bool = False
+) -> Outcome:
     """How the run ended (docs/results.md): exactly one outcome, decided in this order.
 
     - `stopped`: the runner stopped the run on a signal, or the run's container
@@ -222,6 +225,8 @@ def outcome_of(ending: RunEnding, result: Result, *, budget_exceeded: bool = Fal
       timeout, a lost daemon; a grade without a source is read as this);
     - `grader_error`: the grade is `error` because the task is broken
       (`error_source` `task`: a check's script cannot be executed, no check);
+    - `infra_error` again, for the provider: the grade is not `passed` and the
+      model's provider failed the run's last calls (`provider_down`);
     - `budget_exceeded`: the agent's model budget ran out; its patch is graded
       and the grade kept beside the outcome;
     - `agent_timeout`: the agent reached its time limit; its patch is graded
@@ -232,6 +237,9 @@ def outcome_of(ending: RunEnding, result: Result, *, budget_exceeded: bool = Fal
         ending: how the run's container ended, as the runner saw it.
         result: the grade as recorded (the runner's `error` grade when the run left none).
         budget_exceeded: the model gateway refused a call of the run for its budget.
+        provider_down: the run's last model calls failed at the provider, after the
+            gateway's retries, while the run kept under the gateway's cap of calls in
+            flight (`Usage.provider_down` and no call refused for concurrency).
 
     Returns:
         The outcome.
@@ -241,12 +249,22 @@ def outcome_of(ending: RunEnding, result: Result, *, budget_exceeded: bool = Fal
         return "stopped"
     if patch.status == "error":
         return "grader_error" if patch.error_source == "task" else "infra_error"
+    if provider_down and patch.status != "passed":
+        return "infra_error"
     # The model gateway refused a call of this run because its budget was used up.
     if budget_exceeded:
         return "budget_exceeded"
     if runtime.agent_timeout:
         return "agent_timeout"
     return patch.status
+
+
+def infra_reason(outcome: Outcome, result: Result, provider_down: bool) -> InfraReason | None:
+    """Why an `infra_error` is one: the provider's when `outcome_of` made it so (a grade,
+    not an `error` one, beside a provider that failed), else the harness's."""
+    if outcome != "infra_error":
+        return None
+    return "provider" if provider_down and result.patch_result.status != "error" else "harness"
 
 
 def record(
@@ -314,6 +332,14 @@ def record(
         # engine gone at clean-up): the summary says both, so the outcome has its reason.
         said = [reason for reason in (patch.error_msg, ending.failure) if reason]
         patch = msgspec.structs.replace(patch, error_msg="; ".join(said))
+    usage = gateway.usage if gateway is not None else None
+    provider_down = usage is not None and usage.provider_down and usage.refused_for_concurrency == 0
+    outcome = outcome_of(
+        ending,
+        result,
+        budget_exceeded=usage is not None and usage.refused_for_budget > 0,
+        provider_down=provider_down,
+    )
     summary = Summary(
         task=task,
         config=config,
@@ -322,11 +348,8 @@ def record(
         run_id=run_id,
         started_at=started_at,
         spend=gateway.spend if gateway is not None else None,
-        outcome=outcome_of(
-            ending,
-            result,
-            budget_exceeded=gateway is not None and gateway.usage.refused_for_budget > 0,
-        ),
+        outcome=outcome,
+        reason=infra_reason(outcome, result, provider_down),
         provenance=provenance,
         usage=gateway.usage if gateway is not None else None,
         touched=touched is not None,

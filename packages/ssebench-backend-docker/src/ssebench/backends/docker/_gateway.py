@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 from typing_extensions import override
 
 import docker
@@ -56,7 +57,6 @@ from ssebench.spec import (
     ModelsFile,
     PlatformNotFoundError,
     PlatformRefusedError,
-    Usage,
     find_home,
     labels,
     registry,
@@ -191,8 +191,10 @@ def _is_price(param: str) -> bool:
 
 
 def gateway_config(models: ModelsFile, master_key: str) -> dict[str, Any]:
-    """LiteLLM's configuration: every model whose provider key is at hand, and our hooks."""
+    """LiteLLM's configuration: every model whose provider key is at hand, and our hooks
+    (`ssebench.models`: what the hook enforces per model, which LiteLLM does not read)."""
     model_list = []
+    policies: dict[str, dict[str, int]] = {}
     for name, entry in sorted(models.models.items()):
         key = provider_key(entry.key_env)
         if key is None:
@@ -200,6 +202,14 @@ def gateway_config(models: ModelsFile, master_key: str) -> dict[str, Any]:
         params = {k: v for k, v in entry.litellm.items() if not _is_price(k)}
         if key:
             params["api_key"] = key
+        # The gateway's own retries of 429s, 5xx and timeouts (with backoff), and its bound
+        # on each call; the models file's `litellm` may name LiteLLM's own instead.
+        params.setdefault("num_retries", entry.retries)
+        params.setdefault("timeout", entry.timeout)
+        policies[name] = {
+            "concurrency": entry.concurrency,
+            "provider_failures": entry.provider_failures,
+        }
         # Prices go to model_info: LiteLLM registers them once, with the deployment.
         # In litellm_params it registers them again on every call, which also clears
         # its model-info caches (measured: ~3.5 ms of CPU per call).
@@ -215,6 +225,7 @@ def gateway_config(models: ModelsFile, master_key: str) -> dict[str, Any]:
         # A failed call would cool its model down for every run of this gateway: one
         # run's bad request (or its provider's 429) must not refuse another's calls.
         "router_settings": {"disable_cooldowns": True},
+        "ssebench": {"models": policies},
     }
 
 
@@ -326,6 +337,8 @@ class DockerGateway(ModelGateway):
         master = (old or {}).get("general_settings", {}).get("master_key")
         config = gateway_config(models, master or "sk-master-" + secrets.token_urlsafe(32))
         wanted = config["model_list"]
+        policies = config["ssebench"]["models"]
+        old_policies = (old or {}).get("ssebench", {}).get("models", {})
         attrs = self._container()
         image = build_gateway_image(self._client, find_home(), progress=lambda line: say(line.text))
         if (
@@ -334,6 +347,7 @@ class DockerGateway(ModelGateway):
             and attrs["Image"] == image.image_id
             and old is not None
             and all(entry in old.get("model_list", []) for entry in wanted)
+            and all(old_policies.get(name) == policy for name, policy in policies.items())
         ):
             return self.status()
         if old is not None:
@@ -344,6 +358,11 @@ class DockerGateway(ModelGateway):
                 if e["model_name"] not in {w["model_name"] for w in wanted}
             ]
             config["model_list"] = sorted([*kept, *wanted], key=lambda e: e["model_name"])
+            kept_names = {e["model_name"] for e in kept}
+            config["ssebench"]["models"] = {
+                **{n: p for n, p in old_policies.items() if n in kept_names},
+                **policies,
+            }
         secrets_dir = _private_dir(_secrets_dir(self.name))
         state = _private_dir(state_dir(self.name))
         self.store.initialize()
@@ -518,12 +537,4 @@ class DockerGateway(ModelGateway):
             used = self.store.revoke(run_id)
         if used is None:
             return None
-        return GatewayReport(
-            spend=used.spend,
-            usage=Usage(
-                calls=used.calls,
-                prompt_tokens=used.prompt_tokens,
-                completion_tokens=used.completion_tokens,
-                refused_for_budget=used.refused,
-            ),
-        )
+        return msgspec.convert(used.report(), GatewayReport)

@@ -62,7 +62,10 @@ CREATE TABLE IF NOT EXISTS keys (
     refused INTEGER NOT NULL DEFAULT 0,
     revoked INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
-    network TEXT
+    network TEXT,
+    refused_concurrency INTEGER NOT NULL DEFAULT 0,
+    failed_in_a_row INTEGER NOT NULL DEFAULT 0,
+    provider_down INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -70,11 +73,21 @@ CREATE TABLE IF NOT EXISTS reservations (
     created REAL NOT NULL,
     amount REAL NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS provider_errors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    digest TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    provider TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
 
 _LATER_COLUMNS: Final = (
     "ALTER TABLE keys ADD COLUMN network TEXT",
     "ALTER TABLE reservations ADD COLUMN amount REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE keys ADD COLUMN refused_concurrency INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE keys ADD COLUMN failed_in_a_row INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE keys ADD COLUMN provider_down INTEGER NOT NULL DEFAULT 0",
 )
 """Columns a file made by an earlier version lacks."""
 
@@ -106,6 +119,34 @@ class KeyUsage:
     refused: int
     """Calls refused because the budget was used up."""
     revoked: bool
+    refused_concurrency: int = 0
+    """Calls refused because the run had its most calls in flight."""
+    provider_errors: tuple[tuple[int, str, float], ...] = ()
+    """Each call the provider failed (after the gateway's retries): status, provider, when."""
+    provider_down: bool = False
+    """The run's last calls (as many as its model's `provider_failures`) all failed there."""
+
+    def report(self) -> dict[str, object]:
+        """What the run used, shaped as `ssebench.spec.GatewayReport` (both backends read
+        it: the Kubernetes one from the gateway pod's admin command)."""
+        errors = [
+            {
+                "status": status,
+                "provider": provider,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+            }
+            for status, provider, at in self.provider_errors
+        ]
+        usage = {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "refused_for_budget": self.refused,
+            "refused_for_concurrency": self.refused_concurrency,
+            "provider_errors": errors,
+            "provider_down": self.provider_down,
+        }
+        return {"spend": self.spend, "usage": usage}
 
 
 @dataclass(frozen=True)
@@ -144,6 +185,8 @@ class Refusal:
 
     message: str
     budget: bool = False
+    concurrency: bool = False
+    """The run had its most calls in flight (answered 429, not 401)."""
 
 
 class KeyStore:
@@ -216,9 +259,16 @@ class KeyStore:
             db.execute("UPDATE keys SET network = ? WHERE run_id = ?", (network, run_id))
 
     def admit(
-        self, key: str, model: str | None, client: str | None = None, cost: Cost = Cost()
+        self,
+        key: str,
+        model: str | None,
+        client: str | None = None,
+        cost: Cost = Cost(),
+        concurrency: int | None = None,
     ) -> Admitted | Refusal | None:
         """Admit one call from the address `client`; None: it must wait for calls in flight.
+
+        A run with `concurrency` calls in flight already is refused another.
 
         A key bound to a run's network (`bind`) works from that network only, so a
         key that leaked to another run does not work there.
@@ -244,6 +294,17 @@ class KeyStore:
             ).fetchall():
                 _charge(db, expired)
             spend, in_flight, held = self._held(db, digest)
+            if concurrency is not None and in_flight >= concurrency:
+                db.execute(
+                    "UPDATE keys SET refused_concurrency = refused_concurrency + 1 "
+                    "WHERE digest = ?",
+                    (digest,),
+                )
+                return Refusal(
+                    f"ssebench: the run has {in_flight} model calls in flight, its most; "
+                    "wait for one to end",
+                    concurrency=True,
+                )
             admitted = _fit(budget, spend, in_flight, held, fixed, cost)
             if isinstance(admitted, Refusal):
                 db.execute("UPDATE keys SET refused = refused + 1 WHERE digest = ?", (digest,))
@@ -291,7 +352,8 @@ class KeyStore:
                 return
             db.execute(
                 "UPDATE keys SET spend = spend + ?, prompt_tokens = prompt_tokens + ?, "
-                "completion_tokens = completion_tokens + ?, calls = calls + 1 WHERE digest = ?",
+                "completion_tokens = completion_tokens + ?, calls = calls + 1, "
+                "failed_in_a_row = 0, provider_down = 0 WHERE digest = ?",
                 (cost, prompt, completion, key_digest),
             )
 
@@ -299,6 +361,23 @@ class KeyStore:
         """A call that never settled (a stream its client dropped): charge its worst case."""
         with self._transaction() as db:
             _charge(db, reservation)
+
+    def fail(
+        self, reservation: int, key_digest: str, status: int, provider: str, down_after: int
+    ) -> None:
+        """A call failed at the provider after the gateway's retries: drop its reservation,
+        record the failure, and mark the provider down after `down_after` in a row."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
+            db.execute(
+                "INSERT INTO provider_errors (digest, status, provider, at) VALUES (?, ?, ?, ?)",
+                (key_digest, status, provider, time.time()),
+            )
+            db.execute(
+                "UPDATE keys SET failed_in_a_row = failed_in_a_row + 1, "
+                "provider_down = (failed_in_a_row + 1 >= ?) WHERE digest = ?",
+                (down_after, key_digest),
+            )
 
     def release(self, reservation: int) -> None:
         """A call failed: drop its reservation (safe to call more than once)."""
@@ -309,13 +388,30 @@ class KeyStore:
         """What the run's key has used so far, or None if the run has no key."""
         with self._transaction() as db:
             row = db.execute(
-                "SELECT budget, spend, prompt_tokens, completion_tokens, calls, refused, revoked "
+                "SELECT budget, spend, prompt_tokens, completion_tokens, calls, refused, revoked, "
+                "refused_concurrency, provider_down, digest "
                 "FROM keys WHERE run_id = ? ORDER BY created DESC LIMIT 1",
                 (run_id,),
             ).fetchone()
-        if row is None:
-            return None
-        return KeyUsage(run_id, row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]))
+            if row is None:
+                return None
+            errors = db.execute(
+                "SELECT status, provider, at FROM provider_errors WHERE digest = ? ORDER BY id",
+                (row[9],),
+            ).fetchall()
+        return KeyUsage(
+            run_id,
+            budget=row[0],
+            spend=row[1],
+            prompt_tokens=row[2],
+            completion_tokens=row[3],
+            calls=row[4],
+            refused=row[5],
+            revoked=bool(row[6]),
+            refused_concurrency=row[7],
+            provider_errors=tuple((int(e[0]), str(e[1]), float(e[2])) for e in errors),
+            provider_down=bool(row[8]),
+        )
 
     def revoke(self, run_id: str, settle_wait: float = SETTLE_WAIT) -> KeyUsage | None:
         """Close every key of the run (safe to repeat) and return what it used.

@@ -25,6 +25,7 @@ import json
 import time
 from typing import Any, Final
 
+import msgspec
 from kubernetes import client
 from typing_extensions import override
 
@@ -35,7 +36,6 @@ from ssebench.spec import (
     BackendError,
     GatewayReport,
     ModelGateway,
-    Usage,
 )
 
 GATEWAY_NAME: Final = "ssebench-gateway"
@@ -172,18 +172,13 @@ class K8sGateway(ModelGateway):
 
     @override
     def close_key(self, run_id: str) -> GatewayReport | None:
-        used = admin(self._core, self._ns, self.pod, "close", run_id).get("usage")
+        used = admin(self._core, self._ns, self.pod, "close", run_id).get("report")
         if not isinstance(used, dict):
             return None
-        return GatewayReport(
-            spend=float(used["spend"]),
-            usage=Usage(
-                calls=int(used["calls"]),
-                prompt_tokens=int(used["prompt_tokens"]),
-                completion_tokens=int(used["completion_tokens"]),
-                refused_for_budget=int(used["refused"]),
-            ),
-        )
+        try:
+            return msgspec.convert(used, GatewayReport)
+        except msgspec.ValidationError as exc:
+            raise BackendError(f"the gateway reported the run's usage wrongly: {exc}") from exc
 
 
 def bind_run(core: client.CoreV1Api, ns: str, pod: str, run_id: str, timeout: float = 60) -> None:
