@@ -1,10 +1,12 @@
 """The model gateway's cost: overhead per call and start time, measured in the same run.
 
-    uv run python benchmarks/gateway_bench.py [--calls N]
+    uv run python benchmarks/gateway_bench.py [--calls N] [--prompt-tokens T]
 
 1. Overhead per call: a scripted model (`ssebench.runner.scripted`) answers
    chat completions on this host; N calls go to it directly and N through the
-   gateway with a run key (taking turns, after warm-up calls). Reported: both
+   gateway with a run key that has a budget (taking turns, after warm-up calls),
+   each with a prompt of about T tokens (default 4,000), which the gateway counts
+   to price the call's worst case before admitting it. Reported: both
    medians and their difference (target: <= 20 ms), and the gateway
    container's CPU time per call (from the engine's stats), which a loaded
    machine changes far less than it changes the latency; with the machine's
@@ -37,8 +39,8 @@ from ssebench.spec import ModelEntry, ModelsFile
 KEY_ENV = "SSEBENCH_BENCH_PROVIDER_KEY"
 
 
-def _call(url: str, key: str) -> float:
-    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]})
+def _call(url: str, key: str, prompt: str) -> float:
+    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": prompt}]})
     request = urllib.request.Request(  # noqa: S310 (our own http:// URLs)
         f"{url}/v1/chat/completions",
         data=body.encode(),
@@ -60,7 +62,10 @@ def _cpu_ms(client: docker.DockerClient, name: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
-    calls = parser.parse_args().calls
+    parser.add_argument("--prompt-tokens", type=int, default=4000)
+    arguments = parser.parse_args()
+    calls = arguments.calls
+    prompt = "word " * arguments.prompt_tokens  # about a token a word
     os.environ[KEY_ENV] = "sk-bench-provider"
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "script.json"
@@ -89,16 +94,16 @@ def main() -> None:
         start_seconds = time.monotonic() - started
         proxy = f"http://{gateway.host_address()}:4000"
         direct = f"http://127.0.0.1:{upstream.port}"
-        key = gateway.open_key("bench", ["scripted"], None)
+        key = gateway.open_key("bench", ["scripted"], 1000.0)
         for _ in range(10):
-            _call(proxy, key)
-            _call(direct, "sk-bench-provider")
+            _call(proxy, key, prompt)
+            _call(direct, "sk-bench-provider", prompt)
         via, straight = [], []
         load_before = os.getloadavg()[0]
         cpu_before = _cpu_ms(client, gateway.name)
         for _ in range(calls):
-            via.append(_call(proxy, key))
-            straight.append(_call(direct, "sk-bench-provider"))
+            via.append(_call(proxy, key, prompt))
+            straight.append(_call(direct, "sk-bench-provider", prompt))
         time.sleep(1)  # the calls' callbacks (spend) run just after each answer
         cpu_per_call = (_cpu_ms(client, gateway.name) - cpu_before) / calls
         load_after = os.getloadavg()[0]
@@ -109,7 +114,7 @@ def main() -> None:
         with contextlib.suppress(docker.errors.APIError):
             client.api.remove_network(gateway.egress_network)
     m_via, m_direct = statistics.median(via) * 1000, statistics.median(straight) * 1000
-    print(f"calls: {calls} each way")
+    print(f"calls: {calls} each way, prompts of about {arguments.prompt_tokens} tokens")
     print(f"median direct:        {m_direct:8.2f} ms")
     print(f"median via gateway:   {m_via:8.2f} ms")
     print(f"overhead per call:    {m_via - m_direct:8.2f} ms (target <= 20 ms)")

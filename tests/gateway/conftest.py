@@ -16,6 +16,8 @@ import secrets
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +151,28 @@ def proxy_url(gateway: DockerGateway) -> str:
     address = gateway.host_address()
     assert address, "the gateway has no address on its egress network"
     return f"http://{address}:4000"
+
+
+def call_proxy(
+    gateway: DockerGateway,
+    key: str,
+    route: str,
+    body: dict[str, Any] | None = None,
+    method: str = "POST",
+) -> tuple[int, str]:
+    """One request to the proxy with `key`: its status and body (a POST's body is {} at
+    least)."""
+    request = urllib.request.Request(
+        f"{proxy_url(gateway)}{route}",
+        data=None if body is None and method == "GET" else json.dumps(body or {}).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read().decode()
 
 
 def ssebench() -> str:

@@ -15,7 +15,16 @@ import pytest
 from ssebench.backends.docker import DockerGateway
 from ssebench.runner.scripted import load_script
 
-from .conftest import CALL_COST, COMPLETION_TOKENS, MODEL, PROMPT, REPLY, Upstream, proxy_url
+from .conftest import (
+    CALL_COST,
+    COMPLETION_TOKENS,
+    MODEL,
+    PROMPT,
+    REPLY,
+    Upstream,
+    call_proxy,
+    proxy_url,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -31,16 +40,7 @@ def chat(
     }
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
-    request = urllib.request.Request(
-        f"{proxy_url(gateway)}/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+    return call_proxy(gateway, key, "/v1/chat/completions", body)
 
 
 def run_id() -> str:

@@ -8,8 +8,6 @@ import json
 import os
 import secrets
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from ssebench.backends.docker import DockerGateway
 from ssebench.runner.scripted import load_script
 
-from .conftest import HOME, MODEL_FLAKY, PROMPT, Upstream, proxy_url, ssebench
+from .conftest import HOME, MODEL_FLAKY, PROMPT, Upstream, call_proxy, ssebench
 
 pytestmark = pytest.mark.docker
 
@@ -34,16 +32,7 @@ def use_script(upstream: Upstream, folder: Path, script: dict[str, Any]) -> None
 
 def chat(gateway: DockerGateway, key: str) -> int:
     body = {"model": MODEL_FLAKY, "messages": [{"role": "user", "content": PROMPT}]}
-    request = urllib.request.Request(
-        f"{proxy_url(gateway)}/v1/chat/completions",
-        data=json.dumps({**body, "max_tokens": 50}).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
+    return call_proxy(gateway, key, "/v1/chat/completions", {**body, "max_tokens": 50})[0]
 
 
 def test_a_providers_429s_are_retried_recorded_and_mark_it_down_until_a_call_passes(
@@ -100,10 +89,18 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+FAILING = {
+    "429": ({"content": "slow down", "status": 429}, 429),
+    "hangs": ({"content": "late", "delay": 20}, 408),  # past scripted-flaky's 3 s
+}
+
+
+@pytest.mark.parametrize("failing", sorted(FAILING))
 def test_a_run_its_provider_fails_is_infra_error_for_the_provider_and_retried(
-    gateway: DockerGateway, scripted: Upstream, tmp_path: Path
+    gateway: DockerGateway, scripted: Upstream, tmp_path: Path, failing: str
 ) -> None:
-    use_script(scripted, tmp_path, {"replies": [{"content": "overloaded", "status": 503}]})
+    reply, status = FAILING[failing]
+    use_script(scripted, tmp_path, {"replies": [reply]})
 
     done = run_cli(
         tmp_path,
@@ -123,7 +120,7 @@ def test_a_run_its_provider_fails_is_infra_error_for_the_provider_and_retried(
     usage = summary["usage"]
     assert usage["provider_down"] and usage["refused_for_concurrency"] == 0
     assert len(usage["provider_errors"]) == 10  # the model-caller's ten calls
-    assert {error["status"] for error in usage["provider_errors"]} == {503}
+    assert {error["status"] for error in usage["provider_errors"]} == {status}
 
 
 def test_an_agent_that_floods_a_healthy_model_into_429s_stays_failed(

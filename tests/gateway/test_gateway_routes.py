@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +13,7 @@ import pytest
 
 from ssebench.backends.docker import DockerGateway
 
-from .conftest import HOME, MODEL, MODEL_B, REPLY, REPLY_B, Upstream, proxy_url
+from .conftest import HOME, MODEL, MODEL_B, REPLY, REPLY_B, Upstream, call_proxy
 
 pytestmark = pytest.mark.docker
 
@@ -58,8 +56,8 @@ def body_of(label: str, upstream_b: Upstream) -> dict[str, Any] | None:
         else {"model": MODEL, "prompt": PROMPT}
     )
     b_url = f"http://host.docker.internal:{upstream_b.model.port}/v1"
-    b_deployment = {"model_name": MODEL, "litellm_params": {"model": f"openai/{MODEL_B}"}}
-    b_deployment["litellm_params"]["api_base"] = b_url
+    b_params = {"model": f"openai/{MODEL_B}", "api_base": b_url}
+    b_deployment = {"model_name": MODEL, "litellm_params": b_params}
     made: dict[str, Any] = {
         "model B": {"model": MODEL_B},
         "fallbacks B": {"fallbacks": [MODEL_B]},
@@ -78,22 +76,6 @@ def body_of(label: str, upstream_b: Upstream) -> dict[str, Any] | None:
     return body
 
 
-def send(
-    gateway: DockerGateway, key: str, row: Row, body: dict[str, Any] | None
-) -> tuple[int, str]:
-    request = urllib.request.Request(
-        f"{proxy_url(gateway)}{row.route}",
-        data=None if body is None and row.method == "GET" else json.dumps(body or {}).encode(),
-        method=row.method,
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def test_every_route_answers_a_run_key_as_the_table_says_and_model_b_hears_nothing(
     gateway: DockerGateway, upstream: Upstream, upstream_b: Upstream
 ) -> None:
@@ -105,7 +87,8 @@ def test_every_route_answers_a_run_key_as_the_table_says_and_model_b_hears_nothi
     try:
         answers, texts = {}, {}
         for row in rows:
-            status, text = send(gateway, key, row, body_of(row.body, upstream_b))
+            body = body_of(row.body, upstream_b)
+            status, text = call_proxy(gateway, key, row.route, body, row.method)
             answers[f"{row.method} {row.route} [{row.body}]"] = status
             texts[f"{row.method} {row.route} [{row.body}]"] = text[:300]
             assert REPLY_B not in text, row

@@ -15,6 +15,6 @@ for call in $(seq 10); do
     exec 3>&-
     status=$(head -1 <<<"$answer" | cut -d' ' -f2)
     echo "model-caller: call $call: $status $(tail -1 <<<"$answer" | head -c 400)"
-    # A provider's failure (429, 5xx) is called again, as agents do; any other answer ends it.
-    case $status in 200|429|5??) ;; *) exit 0 ;; esac
+    # A provider's failure (408, 429, 5xx) is called again, as agents do; any other answer ends it.
+    case $status in 200|408|429|5??) ;; *) exit 0 ;; esac
 done
