@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -81,6 +82,9 @@ DEFAULT_FAILURES = 3
 UPSTREAM_STATUSES = frozenset({408, 429})
 """A provider's failures below 500: it timed out, or it was over its limits."""
 
+COUNTS_KEPT = 20_000
+"""Token counts remembered (a message's digest and count each: a few MB at most)."""
+
 WAIT_LIMIT = 300.0
 """Seconds a call waits for the calls in flight to leave room in the budget."""
 
@@ -104,6 +108,14 @@ def _store() -> KeyStore:
     return _STORE
 
 
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+_COUNTS: dict[bytes, int] = {}
+"""Token counts already made, by a digest of the model and what was counted (oldest first)."""
+
+
 class _Model:
     """What the hook needs of one model of the configuration."""
 
@@ -124,26 +136,47 @@ class _Model:
         self.max_output = int(info.get("max_output_tokens") or DEFAULT_MAX_OUTPUT)
 
     def prompt_tokens(self, body: Mapping[str, Any]) -> int:
-        """The call's prompt, as LiteLLM's token counter for the model counts it."""
+        """The call's prompt, as LiteLLM's token counter for the model counts it.
+
+        Messages are counted one by one, each with its own overhead, so the sum is at
+        least the whole's count; an agent sends its conversation again with each call,
+        so a message already counted is not counted again (`_counted`)."""
         try:
             if "messages" in body:
-                return int(
-                    litellm.token_counter(
-                        model=self.litellm,
-                        messages=body.get("messages") or [],
-                        tools=body.get("tools") or None,
-                        # Never fetch an image the agent names: count it by default size.
-                        use_default_image_token_count=True,
-                    )
-                )
+                messages = body.get("messages") or []
+                tools = body.get("tools")
+                counted = sum(self._counted("messages", [message]) for message in messages)
+                return counted + (self._counted("tools", tools) if tools else 0)
             prompt = body.get("prompt") or ""
             if isinstance(prompt, list) and all(isinstance(p, int) for p in prompt):
                 return len(prompt)  # token IDs
-            return int(litellm.token_counter(model=self.litellm, text=prompt))
+            return self._counted("text", prompt)
         except Exception:
             # A shape the counter does not take: about two characters a token, more than
             # any tokenizer gives, so the worst case is still an upper bound.
             return len(json.dumps(body, default=str)) // 2 + 1
+
+    def _counted(self, kind: str, value: Any) -> int:
+        """LiteLLM's count of `value` as `kind` (messages, tools or text), remembered."""
+        key = hashlib.sha256(f"{self.litellm}\0{kind}\0".encode() + _canonical(value)).digest()
+        found = _COUNTS.get(key)
+        if found is None:
+            if kind == "text":
+                found = int(litellm.token_counter(model=self.litellm, text=value))
+            else:
+                found = int(
+                    litellm.token_counter(
+                        model=self.litellm,
+                        messages=value if kind == "messages" else [],
+                        tools=value if kind == "tools" else None,
+                        # Never fetch an image the agent names: count it by default size.
+                        use_default_image_token_count=True,
+                    )
+                )
+            if len(_COUNTS) >= COUNTS_KEPT:
+                _COUNTS.pop(next(iter(_COUNTS)))
+            _COUNTS[key] = found
+        return found
 
     def cost(self, body: Mapping[str, Any], shape: Shape) -> Cost:
         """The call's worst case at this model's prices."""
@@ -206,11 +239,10 @@ async def custom_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     if cost.priced and admitted.max_tokens != shape.max_tokens:
         # The limit the worst case was priced with, also when the agent asked for none.
         safe_set_request_parsed_body(request, {**body, shape.field: admitted.max_tokens})
-    allowed = _store().check(api_key or "", client)
     return UserAPIKeyAuth(
         api_key=digest,
         token=digest,
-        models=allowed if isinstance(allowed, list) else [],
+        models=list(admitted.models),
         metadata={_META: {"key": digest, "reservation": admitted.reservation}},
     )
 

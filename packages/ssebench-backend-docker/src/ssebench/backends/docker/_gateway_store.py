@@ -177,6 +177,8 @@ class Admitted:
     reservation: int
     max_tokens: int
     """As asked, or lowered so that the call fits the budget."""
+    models: tuple[str, ...] = ()
+    """The models the key may use."""
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,7 @@ class KeyStore:
                 "INSERT INTO reservations (digest, created, amount) VALUES (?, ?, ?)",
                 (digest, now, amount),
             )
-            return Admitted(int(cursor.lastrowid or 0), tokens)
+            return Admitted(int(cursor.lastrowid or 0), tokens, tuple(models))
 
     @staticmethod
     def _held(db: sqlite3.Connection, digest: str) -> tuple[float, int, float]:
