@@ -274,5 +274,8 @@ def test_a_reaped_run_with_a_model_has_its_key_revoked_and_its_spend_recorded(
         "prompt_tokens": 20,
         "completion_tokens": 10,
         "refused_for_budget": 0,
+        "refused_for_concurrency": 0,
+        "provider_errors": [],
+        "provider_down": False,
     }
     assert (summary(without) or {}).get("spend") is None

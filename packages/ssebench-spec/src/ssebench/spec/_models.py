@@ -50,7 +50,7 @@ class ModelEntry(UserInput, kw_only=True, frozen=True):
     """How many more times the gateway tries a call its provider answered 429 or 5xx, or
     that timed out, with backoff (LiteLLM's `num_retries`), before the agent sees it."""
 
-    timeout: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 600.0
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """Seconds one call to the provider may take."""
 
     provider_failures: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
