@@ -45,7 +45,7 @@ MODEL_B = "scripted-b"
 may reach it."""
 REPLY_B = "model B's own answer"
 MODEL_FLAKY = "scripted-flaky"
-"""Model A's server again, for tests that make it fail: one retry, 3 s a call."""
+"""Model A's server again, for tests that make it fail: one retry, 1 s a call."""
 DEFAULT_BUDGET = 1000.0
 """A run's budget unless a test names one: the gateway prices each call's worst case
 (the prompt as sent, 4,096 completion tokens at 0.0002), and the agents' prompts are
@@ -122,7 +122,7 @@ def models_file(
         f"budget: {DEFAULT_BUDGET}\nreservation: {RESERVATION}\nmodels:\n"
         + _model_entry(MODEL, upstream, KEY_ENV)
         + _model_entry(MODEL_B, upstream_b, KEY_ENV_B)
-        + _model_entry(MODEL_FLAKY, upstream, KEY_ENV, "    retries: 1\n    timeout: 3\n")
+        + _model_entry(MODEL_FLAKY, upstream, KEY_ENV, "    retries: 1\n    timeout: 1\n")
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODELS_ENV, str(path))

@@ -64,7 +64,7 @@ def test_a_providers_429s_are_retried_recorded_and_mark_it_down_until_a_call_pas
 def test_a_call_past_its_models_timeout_is_the_providers_failure(
     gateway: DockerGateway, scripted: Upstream, tmp_path: Path
 ) -> None:
-    # scripted-flaky allows 3 s a call; this provider takes 20.
+    # scripted-flaky allows 1 s a call; this provider takes 20.
     use_script(scripted, tmp_path, {"replies": [{"content": "late", "delay": 20}]})
     run = "prov-" + secrets.token_hex(3)
     key = gateway.open_key(run, [MODEL_FLAKY], 10.0)
@@ -91,7 +91,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 FAILING = {
     "429": ({"content": "slow down", "status": 429}, 429),
-    "hangs": ({"content": "late", "delay": 20}, 408),  # past scripted-flaky's 3 s
+    "hangs": ({"content": "late", "delay": 20}, 408),  # past scripted-flaky's 1 s
 }
 
 
@@ -127,7 +127,7 @@ def test_an_agent_that_floods_a_healthy_model_into_429s_stays_failed(
     gateway: DockerGateway, scripted: Upstream, tmp_path: Path
 ) -> None:
     # A healthy provider that answers one call at a time (and 429 to any beside it).
-    reply = {"content": "fine", "completion_tokens": 5, "delay": 1}
+    reply = {"content": "fine", "completion_tokens": 5, "delay": 0.3}
     use_script(scripted, tmp_path, {"replies": [reply], "max_in_flight": 1})
 
     done = run_cli(
