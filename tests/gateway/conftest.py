@@ -237,6 +237,30 @@ def priced(calls: list[dict[str, Any]]) -> float:
     )
 
 
+TEST_AGENTS = HOME / "tests" / "agents"
+"""The test agents (model-caller, model-flooder, ...)."""
+
+
+def run_cli(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 1500
+) -> subprocess.CompletedProcess[str]:
+    """`ssebench ARGS` in `tmp_path`, with the test agents on its agent path."""
+    return subprocess.run(
+        [ssebench(), *args],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "SSEBENCH_AGENT_PATH": str(TEST_AGENTS),
+            "SSEBENCH_HOME": str(HOME),
+            **(env or {}),
+        },
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 INTEGRITY_AGENTS = HOME / "tests" / "integrity" / "agents"
 PROBE_PYTHON = "$(command -v python3 || echo /opt/ssebench/bin/python3.11)"
 """A Python the agent's tools can run: the task's, else the runtime's."""

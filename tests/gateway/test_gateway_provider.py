@@ -5,9 +5,7 @@ own failures look like the provider's (the real proxy, scripted models)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +14,11 @@ import pytest
 from ssebench.backends.docker import DockerGateway
 from ssebench.runner.scripted import load_script
 
-from .conftest import HOME, MODEL_FLAKY, PROMPT, Upstream, call_proxy, ssebench
+from .conftest import MODEL_FLAKY, PROMPT, Upstream, call_proxy, run_cli
 
 pytestmark = pytest.mark.docker
 
 TASK = "pyarchive-path-traversal"
-TEST_AGENTS = HOME / "tests" / "agents"
 
 
 def use_script(upstream: Upstream, folder: Path, script: dict[str, Any]) -> None:
@@ -75,18 +72,6 @@ def test_a_call_past_its_models_timeout_is_the_providers_failure(
     assert status == 408
     assert report is not None and [e.status for e in report.usage.provider_errors] == [408]
     assert report.spend == 0
-
-
-def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ssebench(), *args],
-        cwd=tmp_path,
-        env={**os.environ, "SSEBENCH_AGENT_PATH": str(TEST_AGENTS), "SSEBENCH_HOME": str(HOME)},
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
 
 
 FAILING = {

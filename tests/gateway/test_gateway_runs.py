@@ -18,11 +18,10 @@ import pytest
 
 from ssebench.backends.docker import DockerGateway
 
-from .conftest import HOME, INPUT_PRICE, MODEL, OUTPUT_PRICE, Upstream, ssebench
+from .conftest import HOME, INPUT_PRICE, MODEL, OUTPUT_PRICE, Upstream, run_cli, ssebench
 
 pytestmark = pytest.mark.docker
 
-TEST_AGENTS = HOME / "tests" / "agents"
 TASK = "pyarchive-path-traversal"
 
 
@@ -36,18 +35,11 @@ def test_a_run_whose_budget_runs_out_is_graded_and_recorded_as_budget_exceeded(
 ) -> None:
     run_id = "gwrun-" + secrets.token_hex(3)
     before = len(upstream.model.served.calls)
-    done = subprocess.run(
-        [
-            *(ssebench(), "run", "--task", TASK, "--agent", "model-caller", "--run-id", run_id),
-            *("--model", MODEL, "--budget", "0.05", "--timeout", "300", "--json"),
-            *("--mode", mode),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "SSEBENCH_AGENT_PATH": str(TEST_AGENTS), "SSEBENCH_HOME": str(HOME)},
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
+    done = run_cli(
+        tmp_path,
+        *("run", "--task", TASK, "--agent", "model-caller", "--run-id", run_id),
+        *("--model", MODEL, "--budget", "0.05", "--timeout", "300", "--json"),
+        *("--mode", mode),
     )
     run_dir = tmp_path / "results" / TASK / MODEL / "model-caller" / run_id
     assert done.returncode == 0, done.stderr[-3000:]
@@ -154,24 +146,13 @@ def test_an_evaluation_of_four_runs_at_once_starts_the_gateway_once(
     # A gateway of this test's own, down when the evaluation starts: each of its four
     # runs asks for it at once.
     name = f"{gateway.name}-eval"
-    env = {
-        **os.environ,
-        "SSEBENCH_AGENT_PATH": str(TEST_AGENTS),
-        "SSEBENCH_HOME": str(HOME),
-        "SSEBENCH_GATEWAY": name,
-    }
     with gateway_creations(docker_client, name) as created:
-        done = subprocess.run(
-            [
-                *(ssebench(), "eval", "--tasks", TASK, "--agents", "model-caller"),
-                *("--models", MODEL, "--repeat", "4", "-j", "4", "--timeout", "300", "--json"),
-            ],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
+        done = run_cli(
+            tmp_path,
+            *("eval", "--tasks", TASK, "--agents", "model-caller", "--models", MODEL),
+            *("--repeat", "4", "-j", "4", "--timeout", "300", "--json"),
+            env={"SSEBENCH_GATEWAY": name},
             timeout=1800,
-            check=False,
         )
 
     assert done.returncode == 0, done.stderr[-3000:]

@@ -278,16 +278,10 @@ class KeyStore:
         digest = digest_of(key)
         now = time.time()
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT models, budget, reservation, spend, revoked, network FROM keys "
-                "WHERE digest = ?",
-                (digest,),
-            ).fetchone()
-            if row is None or row[4]:
-                return Refusal("ssebench: this key is not valid (unknown, or its run has ended)")
-            if row[5] is not None and not _inside(client, row[5]):
-                return Refusal("ssebench: this key belongs to another run")
-            models, budget, fixed = json.loads(row[0]), row[1], row[2]
+            found = _open_key(db, digest, client)
+            if isinstance(found, Refusal):
+                return found
+            models, budget, fixed = found
             if model is not None and model not in models:
                 return Refusal(f"ssebench: this run may use only {', '.join(models)}")
             for (expired,) in db.execute(
@@ -333,14 +327,8 @@ class KeyStore:
     def check(self, key: str, client: str | None = None) -> list[str] | Refusal:
         """The models an open key may use from `client` (no call is admitted), or why not."""
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT models, revoked, network FROM keys WHERE digest = ?", (digest_of(key),)
-            ).fetchone()
-        if row is None or row[1]:
-            return Refusal("ssebench: this key is not valid (unknown, or its run has ended)")
-        if row[2] is not None and not _inside(client, row[2]):
-            return Refusal("ssebench: this key belongs to another run")
-        return list(json.loads(row[0]))
+            found = _open_key(db, digest_of(key), client)
+        return found if isinstance(found, Refusal) else found[0]
 
     def settle(
         self, reservation: int, key_digest: str, cost: float, prompt: int, completion: int
@@ -443,6 +431,22 @@ class KeyStore:
             ).fetchall():
                 _charge(db, left)
         return self.usage(run_id)
+
+
+def _open_key(
+    db: sqlite3.Connection, digest: str, client: str | None
+) -> tuple[list[str], float | None, float] | Refusal:
+    """An open key's models, budget and fixed reservation, if it may be used from
+    `client`; else why not."""
+    row = db.execute(
+        "SELECT models, budget, reservation, revoked, network FROM keys WHERE digest = ?",
+        (digest,),
+    ).fetchone()
+    if row is None or row[3]:
+        return Refusal("ssebench: this key is not valid (unknown, or its run has ended)")
+    if row[4] is not None and not _inside(client, row[4]):
+        return Refusal("ssebench: this key belongs to another run")
+    return list(json.loads(row[0])), row[1], float(row[2])
 
 
 def _charge(db: sqlite3.Connection, reservation: int) -> None:
