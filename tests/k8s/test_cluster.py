@@ -17,6 +17,7 @@ import http.server
 import io
 import secrets
 import socket
+import subprocess
 import tarfile
 import threading
 import time
@@ -62,6 +63,20 @@ def test_a_job_of_a_locally_built_image_runs_to_completion_and_its_logs_come_thr
     (pod,) = core.list_namespaced_pod(namespace, label_selector="job-name=hello").items
     logs = core.read_namespaced_pod_log(pod.metadata.name, namespace)
     assert logs.strip() == test_image.marker
+
+
+CONTAINERD = ("ctr", "--address", "/run/benchk8s/containerd.sock", "--namespace", "k8s.io")
+PAUSE_IMAGE = "127.0.0.1:5123/benchk8s/pause:1"  # cluster.sh
+
+
+def test_a_pod_starts_after_the_node_deleted_its_pause_image(run_pod: RunPod) -> None:
+    """On a nearly full disk the kubelet deletes unused images, the pause image among
+    them (containerd 1.6 does not pin it): every pod after that waited for a sandbox
+    image nothing could pull (CI, when its disk ran low). The registry holds it too."""
+    subprocess.run([*CONTAINERD, "images", "rm", PAUSE_IMAGE], check=True, capture_output=True)
+    listed = subprocess.run([*CONTAINERD, "images", "ls", "-q"], check=True, capture_output=True)
+    assert PAUSE_IMAGE not in listed.stdout.decode().split()
+    run_pod("after-pause-gc")
 
 
 def test_exec_returns_stdout_stderr_and_the_exit_code(run_pod: RunPod, pod_exec: Exec) -> None:

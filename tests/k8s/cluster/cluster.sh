@@ -529,6 +529,10 @@ cmd_up() {
   wait_for containerd 30 ctr_ version
   ctr_ images import --all-platforms "$(pause_image)" >/dev/null
   wait_for registry 30 curl -fsS --max-time 2 "http://$REGISTRY/v2/"
+  # Also in the registry: when the disk runs low, the kubelet's eviction manager deletes
+  # unused images, the pause image among them (containerd 1.6 does not pin it), and
+  # every new pod then waits forever for a sandbox image nothing can pull.
+  ctr_ images push --plain-http "$PAUSE_IMAGE" >/dev/null
   wait_for kube-apiserver 90 curl_k8s "https://127.0.0.1:$APISERVER_PORT/readyz"
   start_daemon kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig="$DATA/controller-manager.kubeconfig" \
