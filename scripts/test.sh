@@ -8,6 +8,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$SSEBENCH_ROOT/scripts/setup.sh"
 ensure_uv
 cd "$SSEBENCH_ROOT"
+# The unnamed images SSEBench built (its label, any prefix): each rebuild of a layer
+# leaves the old image unnamed, and a run of this suite rebuilds many on purpose. On a
+# machine that runs it every day they reached 39 GB, the disk ran low mid-run and the
+# kubelet began to evict. Unnamed images no build names again; nothing else is touched.
+say "removing the unnamed images of earlier SSEBench builds: $(docker image prune --force \
+    --filter label=org.ssebench.registry | tail -n 1)"
 run() { "$UV" run --frozen --all-packages "$@"; }
 
 # The k8s tier needs the one-node cluster (tests/k8s/cluster/README.md): when any

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 HOME = Path(__file__).resolve().parents[2]
@@ -65,6 +66,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def _remove_images_named_under(host: str) -> None:
+    """Untag the engine's images named under `host/`: a registry on a free port gives new
+    names each session, and the names kept every earlier session's images (and their
+    layers) alive on the engine's disk."""
+    client = docker.from_env()
+    try:
+        for image in client.images.list():
+            for tag in image.tags:
+                if tag.startswith(host + "/"):
+                    client.images.remove(tag)
+    finally:
+        client.close()
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,8 @@ def test_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry
         yield Registry(host=host, prefix=f"{host}/{own.rsplit('/', 1)[-1]}-test")
     finally:
         _stop(process)
+        if not os.environ.get(PORT_ENV):
+            _remove_images_named_under(host)
 
 
 @dataclass(frozen=True)
