@@ -22,6 +22,7 @@ from kubernetes.client.rest import ApiException
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE = ROOT / "packages/ssebench-backend-k8s/src/ssebench/backends/k8s/role.yaml"
+GATEWAY_ROLE = ROLE.with_name("gateway-role.yaml")
 REGISTRY = os.environ.get("SSEBENCH_K8S_TEST_REGISTRY", "127.0.0.1:5123/ssebench-k8s-test")
 """The cluster's registry (tests/k8s/cluster), under a prefix of the tests' own (one per
 checkout when several test the same cluster at once)."""
@@ -37,30 +38,47 @@ def backend_namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def gateway_namespace(core: client.CoreV1Api, backend_namespace: str) -> Iterator[str]:
+    """The namespace of the session's model gateway (`proxy up` finds it made); deleted
+    at the end."""
+    name = backend_namespace + "-gw"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name, grace_period_seconds=0, propagation_policy="Background")
+
+
+@pytest.fixture(scope="session")
 def role_kubeconfig(
     kube: client.ApiClient,
     core: client.CoreV1Api,
     backend_namespace: str,
+    gateway_namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    """A kubeconfig of a ServiceAccount bound to the package's Role, in the namespace only."""
+    """A kubeconfig of a ServiceAccount bound to the package's Roles: role.yaml's in the
+    runs' namespace, gateway-role.yaml's in the gateway's, as the README says."""
     ns = backend_namespace
     rbac = client.RbacAuthorizationV1Api(kube)
-    role = yaml.safe_load(ROLE.read_text())
-    rbac.create_namespaced_role(ns, role)
     core.create_namespaced_service_account(
         ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="ssebench"))
     )
-    rbac.create_namespaced_role_binding(
-        ns,
-        client.V1RoleBinding(
-            metadata=client.V1ObjectMeta(name="ssebench"),
-            role_ref=client.V1RoleRef(
-                api_group="rbac.authorization.k8s.io", kind="Role", name=role["metadata"]["name"]
+    for where, path in ((ns, ROLE), (gateway_namespace, GATEWAY_ROLE)):
+        role = yaml.safe_load(path.read_text())
+        rbac.create_namespaced_role(where, role)
+        rbac.create_namespaced_role_binding(
+            where,
+            client.V1RoleBinding(
+                metadata=client.V1ObjectMeta(name="ssebench"),
+                role_ref=client.V1RoleRef(
+                    api_group="rbac.authorization.k8s.io",
+                    kind="Role",
+                    name=role["metadata"]["name"],
+                ),
+                subjects=[
+                    client.RbacV1Subject(kind="ServiceAccount", name="ssebench", namespace=ns)
+                ],
             ),
-            subjects=[client.RbacV1Subject(kind="ServiceAccount", name="ssebench", namespace=ns)],
-        ),
-    )
+        )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -107,12 +125,16 @@ def role_kubeconfig(
 
 @pytest.fixture
 def k8s_env(
-    role_kubeconfig: Path, backend_namespace: str, monkeypatch: pytest.MonkeyPatch
+    role_kubeconfig: Path,
+    backend_namespace: str,
+    gateway_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, str]:
-    """The environment the backend runs in: the ServiceAccount's kubeconfig and namespace."""
+    """The environment the backend runs in: the ServiceAccount's kubeconfig and namespaces."""
     env = {
         "KUBECONFIG": str(role_kubeconfig),
         "SSEBENCH_K8S_NAMESPACE": backend_namespace,
+        "SSEBENCH_K8S_GATEWAY_NAMESPACE": gateway_namespace,
         "SSEBENCH_REGISTRY": REGISTRY,
         "SSEBENCH_BACKEND": "k8s",
     }

@@ -15,16 +15,19 @@ import json
 import os
 import secrets
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.stream import stream
 
-from ssebench.spec import Mount, NetworkPolicy, RunSpec, contract, get_backend, labels
+from ssebench.spec import BackendError, Mount, NetworkPolicy, RunSpec, contract, get_backend, labels
 
 from .conftest import REGISTRY, pod_ip, standin_pod
 
@@ -110,14 +113,17 @@ def _exec(core: client.CoreV1Api, ns: str, pod: str, container: str, command: li
 def gateway(
     core: client.CoreV1Api,
     backend_namespace: str,
+    gateway_namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Gateway]:
-    """The scripted model's pod, then `ssebench proxy up --backend k8s` in the runs' namespace."""
+    """The scripted model's pod (in the runs' namespace), then `ssebench proxy up --backend
+    k8s` for the runs' namespace, in the gateway's."""
     ns = backend_namespace
     folder = tmp_path_factory.mktemp("k8s-gateway")
     env = {
         "KUBECONFIG": _admin_kubeconfig(),
         "SSEBENCH_K8S_NAMESPACE": ns,
+        "SSEBENCH_K8S_GATEWAY_NAMESPACE": gateway_namespace,
         "SSEBENCH_REGISTRY": REGISTRY,
         "SSEBENCH_MODELS": str(folder / "models.yaml"),
     }
@@ -198,7 +204,9 @@ def gateway(
     assert provider_key not in up.stdout + up.stderr
     status = json.loads(up.stdout)
     assert status["state"] == "running" and status["models"] == [MODEL], status
-    pods: Any = core.list_namespaced_pod(ns, label_selector="ssebench.gateway=ssebench-gateway")
+    pods: Any = core.list_namespaced_pod(
+        gateway_namespace, label_selector="ssebench.gateway=ssebench-gateway"
+    )
     try:
         yield Gateway(
             env=env,
@@ -210,6 +218,8 @@ def gateway(
     finally:
         down = _cli(["proxy", "down", "--backend", "k8s"], env, folder)
         assert down.returncode == 0, down.stderr
+        left: Any = core.list_namespaced_pod(gateway_namespace)
+        assert all(pod.metadata.deletion_timestamp for pod in left.items), left
         core.delete_namespaced_pod("upstream", ns, grace_period_seconds=0)
         core.delete_namespaced_config_map("upstream", ns)
 
@@ -246,9 +256,9 @@ def test_proxy_up_is_kept_when_nothing_changed_and_status_shows_it(
 
 
 def test_the_provider_key_is_in_no_object_env_or_log_of_the_cluster(
-    gateway: Gateway, kube: client.ApiClient, backend_namespace: str
+    gateway: Gateway, kube: client.ApiClient, gateway_namespace: str
 ) -> None:
-    ns = backend_namespace
+    ns = gateway_namespace
     apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
     deployment = kube.sanitize_for_serialization(
         apps.read_namespaced_deployment("ssebench-gateway", ns)
@@ -258,12 +268,18 @@ def test_the_provider_key_is_in_no_object_env_or_log_of_the_cluster(
         text = json.dumps(found)
         assert gateway.provider_key not in text
         assert "sk-master-" not in text
-    assert gateway.provider_key not in core.read_namespaced_pod_log(gateway.pod, ns)
+    for container in ("store", "proxy", "admin"):
+        log = core.read_namespaced_pod_log(gateway.pod, ns, container=container)
+        assert gateway.provider_key not in log
     # In the proxy's process: not on its command line or in its environment.
     seen = _exec(
         core, ns, gateway.pod, "proxy", ["sh", "-c", "cat /proc/1/cmdline /proc/1/environ"]
     )
     assert gateway.provider_key not in seen and "sk-master-" not in seen
+    # The admin container, which the runner's requests reach, has no configuration at all.
+    listed = _exec(core, ns, gateway.pod, "admin", ["sh", "-c", "ls /run; cat /proc/1/environ"])
+    assert "ssebench-admin" in listed and "ssebench-gateway" not in listed.split()
+    assert gateway.provider_key not in listed and "sk-master-" not in listed
     # Only in the Secret, which the proxy reads as a file.
     secret: Any = core.read_namespaced_secret("ssebench-gateway", ns)
     assert gateway.provider_key in base64.b64decode(secret.data["config.yaml"]).decode()
@@ -414,19 +430,128 @@ def test_a_model_run_through_the_in_cluster_gateway_records_spend_and_its_key_is
         )
 
 
-def test_the_backends_role_can_neither_read_the_gateways_keys_nor_deploy_a_gateway(
-    gateway: Gateway, role_kubeconfig: Path, backend_namespace: str
+def _attempts(ns: str, pod: str) -> dict[tuple[str, str], tuple[str, str, Any]]:
+    """Every (resource, verb) the backend's Roles hold, tried against the gateway's
+    namespace: its pod, its Secret and its objects, as (method, path, body)."""
+    base = f"/api/v1/namespaces/{ns}"
+    pods, secrets_ = f"{base}/pods", f"{base}/secrets"
+    jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    policies = f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+    # A pod of the runner's own that mounts the gateway's Secret: the keys, by another way.
+    thief = {
+        "metadata": {"name": "thief"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "volumeMounts": [{"name": "k", "mountPath": "/k"}]}
+            ],
+            "volumes": [{"name": "k", "secret": {"secretName": "ssebench-gateway"}}],
+        },
+    }
+    job = {"metadata": {"name": "thief"}, "spec": {"template": thief}}
+    patch = {"metadata": {"labels": {"stolen": "1"}}}
+    exec_query = "?container=proxy&command=cat&command=/run/ssebench-gateway/config.yaml&stdout=1"
+    return {
+        ("pods", "get"): ("GET", f"{pods}/{pod}", None),
+        ("pods", "list"): ("GET", pods, None),
+        ("pods", "watch"): ("GET", f"{pods}?watch=1&timeoutSeconds=1", None),
+        ("pods", "create"): ("POST", pods, thief),
+        ("pods", "patch"): ("PATCH", f"{pods}/{pod}", patch),
+        ("pods", "delete"): ("DELETE", f"{pods}/{pod}", None),
+        ("pods/log", "get"): ("GET", f"{pods}/{pod}/log?container=proxy", None),
+        ("pods/exec", "get"): ("GET", f"{pods}/{pod}/exec{exec_query}", None),
+        ("pods/exec", "create"): ("POST", f"{pods}/{pod}/exec{exec_query}", None),
+        ("pods/portforward", "get"): ("GET", f"{pods}/{pod}/portforward?ports=4000", None),
+        ("pods/portforward", "create"): ("POST", f"{pods}/{pod}/portforward?ports=4000", None),
+        ("secrets", "get"): ("GET", f"{secrets_}/ssebench-gateway", None),
+        ("secrets", "create"): ("POST", secrets_, {"metadata": {"name": "x"}, "data": {}}),
+        ("secrets", "delete"): ("DELETE", f"{secrets_}/ssebench-gateway", None),
+        ("jobs", "create"): ("POST", jobs, job),
+        ("jobs", "patch"): ("PATCH", f"{jobs}/ssebench-gateway", patch),
+        ("jobs", "delete"): ("DELETE", f"{jobs}/ssebench-gateway", None),
+        ("networkpolicies", "create"): ("POST", policies, {"metadata": {"name": "x"}, "spec": {}}),
+        ("networkpolicies", "delete"): ("DELETE", f"{policies}/ssebench-gateway", None),
+        # The proxy's own port, by the admin Service under another name, or by the pod.
+        ("services/proxy", "get"): (
+            "GET",
+            f"{base}/services/ssebench-gateway-admin:4000/proxy/",
+            None,
+        ),
+        ("services/proxy", "create"): (
+            "POST",
+            f"{base}/services/http:ssebench-gateway-admin:admin/proxy/keys",
+            {},
+        ),
+    }
+
+
+def _roles_verbs() -> set[tuple[str, str]]:
+    from .conftest import GATEWAY_ROLE, ROLE
+
+    held = set()
+    for path in (ROLE, GATEWAY_ROLE):
+        for rule in yaml.safe_load(path.read_text())["rules"]:
+            held |= {(res, verb) for res in rule["resources"] for verb in rule["verbs"]}
+    return held
+
+
+def test_the_backends_identity_does_nothing_to_the_gateways_pod_or_secret_but_open_and_revoke_keys(
+    gateway: Gateway,
+    role_kubeconfig: Path,
+    backend_namespace: str,
+    gateway_namespace: str,
+    core: client.CoreV1Api,
 ) -> None:
+    """As the backend's ServiceAccount: every verb its Roles hold, tried on the gateway's
+    pod, Secret and objects, is refused; keys are opened, used and revoked through the
+    admin route from this process, which is outside the pod network (the API server
+    carries the calls)."""
     from kubernetes import config
 
+    from ssebench.backends.k8s import _rest as rest
+    from ssebench.backends.k8s._gateway import K8sGateway, admin_call
+
     api = config.new_client_from_config(config_file=str(role_kubeconfig))  # type: ignore[no-untyped-call]
-    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    ns = backend_namespace
-    for call in (
-        lambda: core.read_namespaced_secret("ssebench-gateway", ns),
-        lambda: apps.read_namespaced_deployment("ssebench-gateway", ns),
-        lambda: apps.delete_namespaced_deployment("ssebench-gateway", ns),
-    ):
-        with pytest.raises(client.ApiException) as denied:
-            call()
-        assert denied.value.status == 403
+    attempts = _attempts(gateway_namespace, gateway.pod)
+    assert _roles_verbs() <= set(attempts), "a verb of the Roles is not tried here"
+    answered = {}
+    for (resource, verb), (method, path, body) in attempts.items():
+        try:
+            rest.request(api, method, path, body=body, timeout=20).drain_conn()
+            answered[(resource, verb)] = 200
+        except client.ApiException as exc:
+            answered[(resource, verb)] = exc.status
+    assert answered == dict.fromkeys(attempts, 403), answered
+    # Still there, untouched.
+    found: Any = core.read_namespaced_pod(gateway.pod, gateway_namespace)
+    assert "stolen" not in (found.metadata.labels or {})
+    core.read_namespaced_secret("ssebench-gateway", gateway_namespace)
+
+    # The admin route wants its token: none, or another, is refused by the gateway itself.
+    for token in ("", "sk-" + secrets.token_urlsafe(32)):
+        with pytest.raises(BackendError, match="refused \\(401\\)"):
+            admin_call(api, gateway_namespace, token, "GET", "/info")
+
+    opened = K8sGateway.find(api, backend_namespace, gateway_namespace)
+    assert f"{opened.address}:4000" == gateway.address and opened.models == [MODEL]
+    key = opened.open_key("from-outside", [MODEL], 1.0)
+    assert key.startswith("sk-ssebench-")
+
+    def call() -> int:
+        request = urllib.request.Request(
+            f"http://{gateway.address}/v1/chat/completions",
+            data=json.dumps(
+                {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            ).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert call() == 200
+    report = opened.close_key("from-outside")
+    assert report is not None and report.usage.calls == 1
+    assert report.spend == pytest.approx(CALL_COST)
+    assert call() == 401

@@ -144,6 +144,13 @@ K8S_NAMESPACE: Final = Setting(
     read_by="ssebench-backend-k8s",
 )
 
+K8S_GATEWAY_NAMESPACE: Final = Setting(
+    name="SSEBENCH_K8S_GATEWAY_NAMESPACE",
+    default="ssebench-gateway",
+    meaning="the Kubernetes namespace of the model gateway (the k8s backend holds one right there)",
+    read_by="ssebench-backend-k8s",
+)
+
 CATALOG: Final = Setting(
     name="SSEBENCH_CATALOG",
     default="<home>/datasets/demo/manifest.json",
@@ -169,5 +176,6 @@ SETTINGS: Final = (
     GATEWAY_SECRETS,
     WEB_ASSETS,
     K8S_NAMESPACE,
+    K8S_GATEWAY_NAMESPACE,
 )
 """Every setting, in the order the README's table lists them."""

@@ -7,7 +7,8 @@
 `ssebench run --model NAME` starts it when needed. With `--backend k8s` (or
 `SSEBENCH_BACKEND=k8s`) the gateway is the cluster's: `up` builds its image
 here, pushes it to `SSEBENCH_REGISTRY` and deploys it with the cluster rights
-of the kubeconfig in force (a Deployment, a Secret, a NetworkPolicy in
+of the kubeconfig in force (a Deployment, a Secret, a Service and a
+NetworkPolicy in `SSEBENCH_K8S_GATEWAY_NAMESPACE`, the admin token's Secret in
 `SSEBENCH_K8S_NAMESPACE`); runs never start it there. Progress and errors go
 to stderr; no command prints a key.
 """

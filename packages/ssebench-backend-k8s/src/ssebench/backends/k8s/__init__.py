@@ -3,7 +3,8 @@
 Selected with `--backend k8s` (entry point `k8s`); the cluster comes from the
 usual kubeconfig rules (`KUBECONFIG`, ~/.kube/config, in-cluster), the
 namespace from `SSEBENCH_K8S_NAMESPACE` (default `ssebench`). The backend
-needs only the namespaced Role in `role.yaml`.
+needs only the namespaced Role in `role.yaml` (and, for runs with a model,
+`gateway-role.yaml`'s in the gateway's namespace).
 
 A run (sandbox mode) is a Job with no retries whose one pod has two containers:
 
@@ -68,11 +69,13 @@ environment. Values of `--env` reach the container by the client's stdin, never
 on a command line.
 
 The model gateway (`_gateway`, `_gateway_deploy`): `ssebench proxy up --backend
-k8s` deploys LiteLLM as the Deployment `ssebench-gateway` in the runs'
-namespace; a run with a model reaches its pod by address, its NetworkPolicy
-allowing egress to the gateway's pods (pod selector, port 4000) and nothing
-else when restricted; its key is opened, bound to the run pod's address and
-closed through exec in the gateway's pod.
+k8s` deploys LiteLLM as the Deployment `ssebench-gateway` in a namespace of its
+own (`SSEBENCH_K8S_GATEWAY_NAMESPACE`); a run with a model reaches its pod by
+address, its NetworkPolicy allowing egress to the gateway's pods (namespace and
+pod selector, port 4000) and nothing else when restricted; its key is opened,
+bound to the run pod's address and closed through the gateway's admin route,
+by the API server's service proxy (`gateway-role.yaml`: the one right the
+backend holds there).
 
 A run's limits (`RunSpec.resources`) are its run container's CPU and memory
 limits, with small requests; as the API has no per-pod process limit, the run's

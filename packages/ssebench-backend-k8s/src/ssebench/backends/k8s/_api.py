@@ -21,11 +21,18 @@ from ssebench.spec import (
 
 NAMESPACE_ENV: Final = settings.K8S_NAMESPACE.name
 DEFAULT_NAMESPACE: Final = settings.K8S_NAMESPACE.default
+GATEWAY_NAMESPACE_ENV: Final = settings.K8S_GATEWAY_NAMESPACE.name
 
 
 def namespace() -> str:
     """The namespace runs live in: `SSEBENCH_K8S_NAMESPACE`, default `ssebench`."""
     return os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
+
+
+def gateway_namespace() -> str:
+    """The model gateway's namespace: `SSEBENCH_K8S_GATEWAY_NAMESPACE`, default
+    `ssebench-gateway`."""
+    return os.environ.get(GATEWAY_NAMESPACE_ENV) or settings.K8S_GATEWAY_NAMESPACE.default
 
 
 def api_client() -> client.ApiClient:

@@ -18,7 +18,7 @@ from typing_extensions import override
 
 from ssebench.backends.k8s import _objects as objects
 from ssebench.backends.k8s import _rest as rest
-from ssebench.backends.k8s._api import api_client, api_errors, namespace
+from ssebench.backends.k8s._api import api_client, api_errors, gateway_namespace, namespace
 from ssebench.backends.k8s._copyout import extract
 from ssebench.backends.k8s._exec import run_in
 from ssebench.backends.k8s._handle import K8sRunHandle
@@ -212,7 +212,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                 # The run's model key works from its pod's address only, from now on.
                 from ssebench.backends.k8s._gateway import bind_run
 
-                bind_run(self._core(), ns, pod, spec.run_id)
+                bind_run(api, ns, gateway_namespace(), pod, spec.run_id)
             handle = K8sRunHandle(
                 run_id=spec.run_id,
                 name=name,
@@ -585,14 +585,16 @@ class KubernetesBackend(Backend[K8sRunHandle]):
 
     @override
     def gateway(self, models: ModelsFile) -> ModelGateway:
-        """The gateway `ssebench proxy up --backend k8s` deployed in the runs' namespace.
+        """The gateway `ssebench proxy up --backend k8s` deployed in its own namespace.
 
         It is never started here: deploying it takes the cluster's admin rights,
         which the backend's Role does not have.
         """
         from ssebench.backends.k8s._gateway import K8sGateway
 
-        return K8sGateway.find(self._core(), namespace(), reservation=models.reservation)
+        return K8sGateway.find(
+            self._client(), namespace(), gateway_namespace(), reservation=models.reservation
+        )
 
     def gateway_up(
         self, config: dict[str, Any], image: str, say: Callable[[str], None]
@@ -600,19 +602,20 @@ class KubernetesBackend(Backend[K8sRunHandle]):
         """Deploy the gateway (LiteLLM's `config`, the pushed `image`); see `_gateway_deploy`."""
         from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
 
-        return GatewayDeployer(self._client(), namespace()).up(config, image, say)
+        deployer = GatewayDeployer(self._client(), namespace(), gateway_namespace())
+        return deployer.up(config, image, say)
 
     def gateway_down(self) -> bool:
         """Remove the gateway; True if it was deployed."""
         from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
 
-        return GatewayDeployer(self._client(), namespace()).down()
+        return GatewayDeployer(self._client(), namespace(), gateway_namespace()).down()
 
     def gateway_status(self) -> K8sGatewayStatus:
         """The gateway's state, address and models."""
         from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
 
-        return GatewayDeployer(self._client(), namespace()).status()
+        return GatewayDeployer(self._client(), namespace(), gateway_namespace()).status()
 
     # ---------------------------------------------------------------- finding runs
 

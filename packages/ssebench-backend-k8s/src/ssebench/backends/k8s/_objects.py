@@ -22,6 +22,9 @@ BACKEND_LABEL: Final = "ssebench.backend"
 NAME_LABEL: Final = "ssebench.name"
 """The run's Job name, on the pod too: the NetworkPolicy selects the pod by it."""
 
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server puts on every namespace: its name (a namespaceSelector by name)."""
+
 KEEP_LABEL: Final = "ssebench.keep"
 
 RUN_CONTAINER: Final = "run"
@@ -128,16 +131,22 @@ def owner(job: Any) -> list[client.V1OwnerReference]:
 
 def network_policy(name: str, own: dict[str, str], spec: RunSpec) -> client.V1NetworkPolicy:
     """No ingress; egress everything when open, else the model gateway's pods (if the run
-    uses a model, by pod selector, on its port) and nothing else."""
+    uses a model: by its namespace's and its pods' selectors, on its port) and nothing else."""
     if spec.network.egress == "open":
         egress = [client.V1NetworkPolicyEgressRule()]
     elif spec.network.model_proxy:
+        from ssebench.backends.k8s._api import gateway_namespace
         from ssebench.backends.k8s._gateway import GATEWAY_LABEL, GATEWAY_NAME, GATEWAY_PORT
 
-        gateway = client.V1LabelSelector(match_labels={GATEWAY_LABEL: GATEWAY_NAME})
+        gateway = client.V1NetworkPolicyPeer(
+            namespace_selector=client.V1LabelSelector(
+                match_labels={NAMESPACE_NAME_LABEL: gateway_namespace()}
+            ),
+            pod_selector=client.V1LabelSelector(match_labels={GATEWAY_LABEL: GATEWAY_NAME}),
+        )
         egress = [
             client.V1NetworkPolicyEgressRule(
-                to=[client.V1NetworkPolicyPeer(pod_selector=gateway)],
+                to=[gateway],
                 ports=[client.V1NetworkPolicyPort(protocol="TCP", port=GATEWAY_PORT)],
             )
         ]

@@ -63,6 +63,7 @@ class ContainerStatus(_Struct):
 
 class PodStatus(_Struct):
     phase: str | None = None
+    pod_ip: str | None = msgspec.field(default=None, name="podIP")
     container_statuses: list[ContainerStatus] | None = None
     init_container_statuses: list[ContainerStatus] | None = None
 
@@ -135,14 +136,15 @@ def request(
     *,
     body: dict[str, Any] | None = None,
     timeout: float | tuple[float, float] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Any:
-    """Send one request (a PATCH's `body` is a strategic merge patch); the urllib3
-    response, unread (stream it or read `.data`).
+    """Send one request (a PATCH's `body` is a strategic merge patch), with `headers`
+    besides the client's own; the urllib3 response, unread (stream it or read `.data`).
 
     Raises:
         ApiException: the server answered outside 2xx (mapped by `api_errors`).
     """
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", **(headers or {})}
     if body is not None:
         merge = method == "PATCH"
         headers["Content-Type"] = f"application/{'strategic-merge-patch+' if merge else ''}json"

@@ -1,0 +1,115 @@
+"""The gateway's admin route (images/proxy/ssebench_gateway_admin.py) on a real key store.
+
+The module is loaded as the gateway's image has it, with the key store under the
+name the image gives it; the cluster path (service proxy, Roles) is tests/k8s's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from starlette.testclient import TestClient
+
+from ssebench.backends.docker import _gateway_store
+from ssebench.backends.k8s import _gateway
+
+ADMIN = Path(__file__).resolve().parents[3] / "images/proxy/ssebench_gateway_admin.py"
+TOKEN = "t" * 43
+
+
+@pytest.fixture(scope="module")
+def admin() -> ModuleType:
+    sys.modules.setdefault("ssebench_gateway_store", _gateway_store)
+    spec = importlib.util.spec_from_file_location("ssebench_gateway_admin", ADMIN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> _gateway_store.KeyStore:
+    made = _gateway_store.KeyStore(tmp_path / "keys.db")
+    made.initialize()
+    return made
+
+
+@pytest.fixture
+def http(admin: ModuleType, store: _gateway_store.KeyStore) -> Iterator[TestClient]:
+    app = admin.application(store, TOKEN.encode(), ["m"], "10.0.0.7")
+    with TestClient(app) as made:
+        yield made
+
+
+def _auth(token: str = TOKEN) -> dict[str, str]:
+    return {_gateway.TOKEN_HEADER: token}
+
+
+def test_the_runner_and_the_image_agree_on_the_header_and_the_port(admin: ModuleType) -> None:
+    assert admin.TOKEN_HEADER == _gateway.TOKEN_HEADER
+    assert admin.ADMIN_PORT == _gateway.ADMIN_PORT
+
+
+def test_every_route_but_health_wants_the_token(http: TestClient) -> None:
+    assert http.get("/health").json() == {"ok": True}
+    calls = [
+        ("GET", "/info", None),
+        ("POST", "/keys", {"run_id": "r", "models": ["m"], "budget": 1, "reservation": 0.1}),
+        ("POST", "/keys/r/bind", {"network": "10.0.0.9/32"}),
+        ("POST", "/keys/r/close", {}),
+    ]
+    for headers in ({}, _auth(""), _auth("x" * 43), _auth(TOKEN[:-1]), {"Authorization": TOKEN}):
+        for method, path, body in calls:
+            answer = http.request(method, path, json=body, headers=headers)
+            assert answer.status_code == 401, (method, path, headers)
+            assert "sk-" not in answer.text
+
+
+def test_a_key_is_opened_bound_and_closed_with_what_it_used(
+    http: TestClient, store: _gateway_store.KeyStore
+) -> None:
+    assert http.get("/info", headers=_auth()).json() == {"address": "10.0.0.7", "models": ["m"]}
+    body = {"run_id": "r1", "models": ["m"], "budget": 0.5, "reservation": 0.1}
+    key = http.post("/keys", json=body, headers=_auth()).json()["key"]
+    assert key.startswith(_gateway_store.KEY_PREFIX)
+    assert store.check(key, "10.0.0.9") == ["m"]
+    bound = http.post("/keys/r1/bind", json={"network": "10.0.0.8/32"}, headers=_auth())
+    assert bound.json() == {"bound": "10.0.0.8/32"}
+    assert store.check(key, "10.0.0.8") == ["m"]
+    assert not isinstance(store.check(key, "10.0.0.9"), list)  # from elsewhere: refused
+    report = http.post("/keys/r1/close", json={}, headers=_auth()).json()["report"]
+    assert report["spend"] == 0 and report["usage"]["calls"] == 0
+    assert not isinstance(store.check(key, "10.0.0.8"), list)  # revoked
+    # A key never opened: nothing to report.
+    assert http.post("/keys/nope/close", json={}, headers=_auth()).json() == {"report": None}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"run_id": 1, "models": ["m"], "reservation": 0.1},
+        {"run_id": "r", "models": "m", "reservation": 0.1},
+        {"run_id": "r", "models": [1], "reservation": 0.1},
+        {"run_id": "r", "models": ["m"], "budget": "all", "reservation": 0.1},
+        {"run_id": "r", "models": ["m"], "budget": True, "reservation": 0.1},
+        {"run_id": "r", "models": ["m"]},
+    ],
+)
+def test_a_malformed_key_request_is_answered_400_and_opens_nothing(
+    http: TestClient, store: _gateway_store.KeyStore, body: dict[str, object]
+) -> None:
+    answer = http.post("/keys", json=body, headers=_auth())
+    assert answer.status_code == 400 and "error" in answer.json()
+    assert store.usage("r") is None
+
+
+def test_a_body_that_is_not_a_json_object_is_answered_400(http: TestClient) -> None:
+    for content in (b"[1]", b"not json"):
+        answer = http.post("/keys/r/bind", content=content, headers=_auth())
+        assert answer.status_code == 400
