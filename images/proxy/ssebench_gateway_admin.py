@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -107,7 +108,8 @@ def application(store: KeyStore, token: bytes, models: list[str], address: str) 
             reservation = float(_field(body, "reservation", (int, float)))
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse({"key": store.create_key(run_id, wanted, budget, reservation)})
+        key = await run_in_threadpool(store.create_key, run_id, wanted, budget, reservation)
+        return JSONResponse({"key": key})
 
     async def bind(request: Request) -> JSONResponse:
         if not allowed(request):
@@ -116,13 +118,15 @@ def application(store: KeyStore, token: bytes, models: list[str], address: str) 
             network = _field(await _body(request), "network", str)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        store.bind(request.path_params["run_id"], network)
+        await run_in_threadpool(store.bind, request.path_params["run_id"], network)
         return JSONResponse({"bound": network})
 
     async def close(request: Request) -> JSONResponse:
         if not allowed(request):
             return refused()
-        used = store.revoke(request.path_params["run_id"])
+        # A revoke waits for the run's last calls to settle: off the event loop, so that
+        # other runs' keys are opened and closed meanwhile.
+        used = await run_in_threadpool(store.revoke, request.path_params["run_id"])
         return JSONResponse({"report": None if used is None else used.report()})
 
     return Starlette(

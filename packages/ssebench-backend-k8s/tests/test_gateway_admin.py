@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -113,3 +115,24 @@ def test_a_body_that_is_not_a_json_object_is_answered_400(http: TestClient) -> N
     for content in (b"[1]", b"not json"):
         answer = http.post("/keys/r/bind", content=content, headers=_auth())
         assert answer.status_code == 400
+
+
+def test_a_close_that_waits_for_a_call_in_flight_holds_up_no_other_runs_key(
+    http: TestClient, store: _gateway_store.KeyStore
+) -> None:
+    """A close waits (up to SETTLE_WAIT) for the run's calls in flight to settle; the
+    admin server serves every run of an evaluation, so meanwhile it opens others' keys."""
+    body = {"run_id": "slow", "models": ["m"], "budget": 1.0, "reservation": 0.1}
+    key = http.post("/keys", json=body, headers=_auth()).json()["key"]
+    assert isinstance(store.admit(key, "m"), _gateway_store.Admitted)  # never settled
+    closing = threading.Thread(
+        target=lambda: http.post("/keys/slow/close", json={}, headers=_auth())
+    )
+    started = time.monotonic()
+    closing.start()
+    time.sleep(0.5)
+    other = {"run_id": "other", "models": ["m"], "budget": 1.0, "reservation": 0.1}
+    assert http.post("/keys", json=other, headers=_auth()).status_code == 200
+    assert time.monotonic() - started < _gateway_store.SETTLE_WAIT / 2
+    assert closing.is_alive()  # still waiting for the call to settle
+    closing.join()
