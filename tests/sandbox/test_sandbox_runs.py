@@ -230,6 +230,9 @@ def test_sigterm_to_the_cli_records_a_stopped_run_and_leaves_nothing(
         _wait_for_container(docker_client, run_id, time.monotonic() + 900)
         cli.send_signal(signal.SIGTERM)
         _, stderr = cli.communicate(timeout=120)
+        # What the CLI left, before this test removes anything: a check made after the
+        # removal below could not fail.
+        left = leftovers(docker_client, run_id)
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -239,7 +242,7 @@ def test_sigterm_to_the_cli_records_a_stopped_run_and_leaves_nothing(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["patch_result"]["status"] == "error", stderr
     assert "stopped" in (summary["patch_result"]["error_msg"] or ""), summary
-    assert leftovers(docker_client, run_id) == [], stderr
+    assert left == [], stderr
 
 
 def test_failing_image_build_is_one_clear_error_and_no_run_directory(

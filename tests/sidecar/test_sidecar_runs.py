@@ -229,6 +229,9 @@ def test_sigterm_to_the_cli_mid_run_is_recorded_as_stopped_and_leaves_nothing(
         _wait_for_agent(docker_client, run_id, time.monotonic() + 900)
         cli.send_signal(signal.SIGTERM)
         _, stderr = cli.communicate(timeout=120)
+        # What the CLI left, before this test removes anything: a check made after the
+        # removal below could not fail.
+        left = leftovers(docker_client, run_id)
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -238,7 +241,7 @@ def test_sigterm_to_the_cli_mid_run_is_recorded_as_stopped_and_leaves_nothing(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == "stopped", stderr
     assert summary["config"]["mode"] == "sidecar"
-    assert leftovers(docker_client, run_id) == [], stderr
+    assert left == [], stderr
 
 
 def test_an_invalid_mode_is_refused_before_anything_is_made(tmp_path: Path) -> None:
