@@ -27,8 +27,10 @@ import os
 import re
 import secrets
 import shutil
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -540,6 +542,28 @@ def internet_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand
             server.wait()
         subprocess.run(["ip", "link", "del", "ssebti-h"], capture_output=True, check=False)
         subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, check=False)
+
+
+class _Hello(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(b"HTTP/1.0 200 OK\r\n\r\nhost\n")
+
+
+@pytest.fixture(scope="session")
+def host_listener(internet_standin: Standin) -> Iterator[str]:
+    """A server of this host, on its side of the stand-in's link (HOST_SIDE, the stand-in's
+    port), in the host's own namespace: a run that reaches the host finds it answering, so
+    a refused connection cannot pass for a blocked one."""
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    server = socketserver.ThreadingTCPServer((HOST_SIDE, STANDIN_PORT), _Hello)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        _wait_until_listening(HOST_SIDE, STANDIN_PORT)
+        yield f"{HOST_SIDE}:{STANDIN_PORT}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _wait_until_listening(host: str, port: int) -> None:

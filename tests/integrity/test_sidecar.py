@@ -25,7 +25,7 @@ NOT_DONE = ("denied", "missing")
 
 @pytest.fixture(scope="module")
 def probe_runs(
-    runs_by_mode: dict[str, Runs], internet_standin: Standin
+    runs_by_mode: dict[str, Runs], internet_standin: Standin, host_listener: str
 ) -> dict[tuple[int, str], Finished]:
     """The runs of this module, made when first asked for."""
     return {}
@@ -106,12 +106,15 @@ def test_restricted_egress_reaches_neither_the_internet_nor_the_host_from_either
         assert restricted["there"][f"network {address}"].endswith("FAILED\n")
 
 
-def test_open_egress_reaches_the_internet_from_both_containers(
+def test_open_egress_reaches_the_internet_and_the_host_from_both_containers(
     runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished]
 ) -> None:
     report, _ = probe(runs_by_mode, probe_runs, (2, "open"))
-    assert report["here"]["network"][STANDIN].startswith("REACHED"), report["here"]
-    assert report["there"][f"network {STANDIN}"].endswith("REACHED\n"), report["there"]
+    # The stand-in, and the host's listener (host_listener) that restricted runs must
+    # not reach: so their "FAILED" is the wall's, not an address where nothing listens.
+    for address in (STANDIN, f"{HOST_SIDE}:8099"):
+        assert report["here"]["network"][address].startswith("REACHED"), report["here"]
+        assert report["there"][f"network {address}"].endswith("REACHED\n"), report["there"]
 
 
 def test_a_finished_pair_leaves_no_container_or_volume(
