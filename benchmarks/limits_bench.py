@@ -2,11 +2,12 @@
 
     uv run python benchmarks/limits_bench.py [--part reap|limits|all] [--repeat N]
 
-1. reap: `ssebench runs reap --dry-run` with 200 runs present (labelled
-   containers created without starting them, each with a lease: 100 of a live
-   runner, this process, and 100 of a dead one), against `ssebench runs list
-   --json` over the same engine (target: ratio <= 2). Also the real `runs reap`
-   of the 100 dead ones, timed once (it removes containers: the engine's work).
+1. reap: the real `ssebench runs reap` with 50 runs present (labelled
+   containers created without starting them, each with a lease: 25 of a live
+   runner, this process, and 25 of a dead one, which the reap records as
+   stopped and removes), against `ssebench runs list --json` over the same 50
+   runs (target: ratio <= 2). Each round makes the 50 runs anew, times the list
+   and then the reap, and removes what is left.
 2. limits: the reference run of tlvkit-heap-overflow with the default limits
    against the same run with none (RunSpec.resources None), --repeat pairs one
    right after the other, either first in turn; the ratio of the medians
@@ -43,24 +44,15 @@ CHILD_ENV = {name: value for name, value in os.environ.items() if name != "PYTHO
 REAP_TARGET = 2.0
 LIMITS_TARGET = 1.05
 TASK = "tlvkit-heap-overflow"
+RUNS = 50
 
 
-def median_seconds(commands: dict[str, Sequence[str]], repeat: int, cwd: Path) -> dict[str, float]:
-    """The median wall time of each command, in turns, after one warm-up each."""
-
-    def once(argv: Sequence[str]) -> float:
-        begin = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                       cwd=cwd, env=CHILD_ENV)  # fmt: skip
-        return time.perf_counter() - begin
-
-    for argv in commands.values():
-        once(argv)
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(repeat):
-        for name, argv in commands.items():
-            times[name].append(once(argv))
-    return {name: statistics.median(values) for name, values in times.items()}
+def seconds(argv: Sequence[str], cwd: Path) -> float:
+    """The wall time of one command (which must succeed)."""
+    begin = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                   cwd=cwd, env=CHILD_ENV)  # fmt: skip
+    return time.perf_counter() - begin
 
 
 @contextmanager
@@ -110,23 +102,18 @@ def report(name: str, ours: float, baseline: float, target: float) -> bool:
 def bench_reap(repeat: int) -> bool:
     with tempfile.TemporaryDirectory(prefix="ssebench-reap-bench-") as folder:
         work = Path(folder)
-        with leased_runs(200, work / "results"):
-            times = median_seconds(
-                {
-                    "reap": [SSEBENCH, "runs", "reap", "--dry-run", "--json"],
-                    "list": [SSEBENCH, "runs", "list", "--json"],
-                },
-                repeat,
-                work,
-            )
-            within = report("runs reap --dry-run, 200 runs", times["reap"], times["list"],
-                            REAP_TARGET)  # fmt: skip
-            begin = time.perf_counter()
-            subprocess.run([SSEBENCH, "runs", "reap", "--dir", str(work / "results")],
-                           check=True, cwd=work, env=CHILD_ENV, capture_output=True)  # fmt: skip
-            print(f"runs reap removing 100 dead runs' containers: "
-                  f"{(time.perf_counter() - begin) * 1000:.0f} ms (once)")  # fmt: skip
-    return within
+        reap = [SSEBENCH, "runs", "reap", "--dir", str(work / "results")]
+        listing = [SSEBENCH, "runs", "list", "--json"]
+        times: dict[str, list[float]] = {"reap": [], "list": []}
+        for round_ in range(repeat + 1):  # the first round warms up, untimed
+            with leased_runs(RUNS, work / "results"):
+                took = {"list": seconds(listing, work), "reap": seconds(reap, work)}
+            if round_:
+                for name, value in took.items():
+                    times[name].append(value)
+        ours, baseline = (statistics.median(times[name]) for name in ("reap", "list"))
+    return report(f"runs reap, {RUNS} runs ({RUNS // 2} of a dead runner)", ours, baseline,
+                  REAP_TARGET)  # fmt: skip
 
 
 def bench_limits(repeat: int) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,9 @@ from ssebench.spec.lease import liveness, machine_id
 from ssebench.spec.recording import RunEnding, read_run_file, record
 
 log = logging.getLogger(__name__)
+
+REMOVALS_AT_ONCE: Final = 8
+"""Runs the reaper removes side by side."""
 
 UNRECORDED_SUFFIX: Final = ".unrecorded"
 """A grade the container wrote but no runner recorded is kept under result.json plus this."""
@@ -139,19 +143,28 @@ def reap(
     Raises:
         BackendError: the platform cannot be asked for its runs.
     """
-    done = []
-    for run in orphans(backend, options):
-        run_dir = run.labels.get(labels.RESULTS)
-        pid = run.labels.get(labels.LEASE_PID, "?")
-        if options.dry_run:
-            done.append(_entry(run, run_dir, "would remove", recorded=False))
-            continue
-        detail = None
-        action: ReapAction = "removed"
+    found = orphans(backend, options)
+    if options.dry_run:
+        return [_entry(run, run.labels.get(labels.RESULTS), "would remove", recorded=False)
+                for run in found]  # fmt: skip
+
+    def remove(run: RunInfo) -> str | None:
         try:
             backend.remove(run.handle)
         except SSEBenchError as exc:
-            action, detail = "failed", str(exc)
+            return str(exc)
+        return None
+
+    # The platform's work (containers, pods), several at once: one by one, reaping the
+    # runs of an evaluation's dead runner took many times as long as listing them.
+    with ThreadPoolExecutor(max_workers=REMOVALS_AT_ONCE) as pool:
+        failures = list(pool.map(remove, found))
+    done = []
+    for run, failure in zip(found, failures, strict=True):
+        run_dir = run.labels.get(labels.RESULTS)
+        pid = run.labels.get(labels.LEASE_PID, "?")
+        action: ReapAction = "failed" if failure is not None else "removed"
+        detail = failure
         used = settle(run)
         recorded = False
         # The run directory of another machine's runner is on that machine.
