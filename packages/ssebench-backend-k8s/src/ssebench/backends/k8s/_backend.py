@@ -46,7 +46,7 @@ from ssebench.spec._images import prebuilt_images
 from ssebench.spec.lease import renewal
 
 if TYPE_CHECKING:
-    from ssebench.backends.k8s._gateway_deploy import K8sGatewayStatus
+    from ssebench.backends.k8s._gateway_deploy import GatewayDeployer, K8sGatewayStatus
 
 _POLL: Final = 0.5
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -596,26 +596,24 @@ class KubernetesBackend(Backend[K8sRunHandle]):
             self._client(), namespace(), gateway_namespace(), reservation=models.reservation
         )
 
+    def _deployer(self) -> GatewayDeployer:
+        from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
+
+        return GatewayDeployer(self._client(), namespace(), gateway_namespace())
+
     def gateway_up(
         self, config: dict[str, Any], image: str, say: Callable[[str], None]
     ) -> K8sGatewayStatus:
         """Deploy the gateway (LiteLLM's `config`, the pushed `image`); see `_gateway_deploy`."""
-        from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
-
-        deployer = GatewayDeployer(self._client(), namespace(), gateway_namespace())
-        return deployer.up(config, image, say)
+        return self._deployer().up(config, image, say)
 
     def gateway_down(self) -> bool:
         """Remove the gateway; True if it was deployed."""
-        from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
-
-        return GatewayDeployer(self._client(), namespace(), gateway_namespace()).down()
+        return self._deployer().down()
 
     def gateway_status(self) -> K8sGatewayStatus:
         """The gateway's state, address and models."""
-        from ssebench.backends.k8s._gateway_deploy import GatewayDeployer
-
-        return GatewayDeployer(self._client(), namespace(), gateway_namespace()).status()
+        return self._deployer().status()
 
     # ---------------------------------------------------------------- finding runs
 
