@@ -26,6 +26,7 @@ import pytest
 from ssebench.daemon._errors import ConflictError
 from ssebench.daemon.server._diff import DiffTaker
 from ssebench.daemon.server._tree import remove_tree_sync
+from ssebench.spec.protected import ProtectedPaths
 
 from .fakes import fake_privileges, make_project
 from .test_tree import make_deep, read_deep
@@ -70,7 +71,9 @@ def snapshot(root: Path) -> dict[str, tuple[str, bytes, int]]:
 class Repo:
     """The agent's source tree (a one-commit repository), its pristine copy, and the differ."""
 
-    def __init__(self, tmp_path: Path, *, owner: int | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, *, owner: int | None = None, protected: tuple[str, ...] = ()
+    ) -> None:
         self.source = tmp_path / "source"
         self.pristine = tmp_path / "pristine"
         make_project(self.source)
@@ -94,6 +97,7 @@ class Repo:
             state_dir=tmp_path / "state",
             environ={"PATH": os.environ["PATH"]},
             extra_env=fake_privileges().extra_env,
+            protected=ProtectedPaths(protected),
         )
         asyncio.run(self.differ.snapshot())
 
@@ -145,6 +149,41 @@ def open_tmp() -> Iterator[Path]:
 def test_an_untouched_tree_has_an_empty_diff(repo: Repo) -> None:
     assert repo.diff() == b""
     assert repo.files() == {}
+
+
+def test_changes_to_protected_paths_are_left_out_of_the_diff_and_named(tmp_path: Path) -> None:
+    repo = Repo(tmp_path, protected=("conftest.py", "tests/**", "*.pth"))
+    pristine = snapshot(repo.pristine)
+    (repo.source / "lib.txt").write_text("refuses every input\n")
+    (repo.source / "conftest.py").write_text("def pytest_runtest_makereport(): ...\n")
+    (repo.source / "deep" / "er").mkdir(parents=True)
+    (repo.source / "deep" / "er" / "conftest.py").symlink_to("/etc/passwd")
+    (repo.source / "tests" / "basic.sh").write_text("exit 0\n")
+    (repo.source / "tests" / "new\nline.sh").write_text("exit 0\n")
+    (repo.source / "site.pth").write_text("import evil\n")
+    shutil.rmtree(repo.source / ".git")
+
+    taken = asyncio.run(repo.differ.take())
+
+    assert taken.dropped == [
+        "conftest.py",
+        "deep/er/conftest.py",
+        "site.pth",
+        "tests/basic.sh",
+        "tests/new\nline.sh",
+    ]
+    graded = snapshot(repo.applied(taken.patch))
+    assert graded == {**pristine, "lib.txt": ("file", b"refuses every input\n", 0)}
+    assert repo.files() == {"lib.txt": "modified"}
+    # A protected file the agent deleted comes back too.
+    (repo.source / "tests" / "basic.sh").unlink()
+    assert "tests/basic.sh" in asyncio.run(repo.differ.take()).dropped
+    assert snapshot(repo.applied(repo.diff()))["tests/basic.sh"] == pristine["tests/basic.sh"]
+    # A file of the agent's where a protected folder was goes too, and is named.
+    shutil.rmtree(repo.source / "tests")
+    (repo.source / "tests").write_text("exit 0\n")
+    assert {"tests", "tests/basic.sh"} <= set(asyncio.run(repo.differ.take()).dropped)
+    assert snapshot(repo.applied(repo.diff()))["tests/basic.sh"] == pristine["tests/basic.sh"]
 
 
 def test_rewritten_history_does_not_hide_changes(repo: Repo) -> None:

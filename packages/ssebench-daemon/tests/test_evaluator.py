@@ -61,8 +61,10 @@ class FakeGrading:
         prepare: Exception | None = None,
         on_call: Callable[[str], None] | None = None,
         unrunnable: frozenset[str] = frozenset(),
+        dropped: tuple[str, ...] = (),
     ) -> None:
         self.codes = codes or {}
+        self.dropped = list(dropped)
         self.unrunnable = unrunnable
         self.caps = caps or CapabilitiesResponse(
             can_build=True,
@@ -95,7 +97,7 @@ class FakeGrading:
         self.calls.append("prepare_grading")
         if self.prepare is not None:
             raise self.prepare
-        return PrepareGradingResponse(success=True, patch_bytes=10)
+        return PrepareGradingResponse(success=True, patch_bytes=10, dropped=self.dropped)
 
     def bencher(
         self, action: Action, request: BencherRequest, *, timeout: float | None
@@ -148,6 +150,21 @@ def test_a_failing_build_stops_grading_and_leaves_the_other_checks_null() -> Non
     assert result.func_test_success is None and result.intent_test_success is None
     assert result.error_msg == "build failed: build.sh exited with status 2"
     assert result.error_log is not None and "build err" in result.error_log
+
+
+def test_the_grade_lists_the_protected_paths_left_out_and_a_failure_says_so() -> None:
+    dropped = ("conftest.py", "a/conftest.py", "b.pth", "c.pth", "setup.cfg", "tox.ini")
+    failed = grade(FakeGrading({"function_test": 1}, dropped=dropped), Deadline(60))
+    result = failed.patch_result()
+    assert result.status == "failed"
+    assert result.dropped == list(dropped)
+    assert result.error_msg == (
+        "function tests failed: test.sh exited with status 1 (graded without the agent's "
+        "changes to protected paths: conftest.py, a/conftest.py, b.pth, c.pth, setup.cfg "
+        "and 1 more)"
+    )
+    passed = grade(FakeGrading(dropped=("conftest.py",)), Deadline(60)).patch_result()
+    assert (passed.status, passed.error_msg, passed.dropped) == ("passed", None, ["conftest.py"])
 
 
 def test_every_poc_runs_and_the_first_failure_is_the_error() -> None:

@@ -218,3 +218,24 @@ def test_a_tree_the_agent_closed_to_itself_is_a_conflict_never_a_500(running: Ru
         assert answer.status_code == 200, answer.text
     finally:
         running.daemon.source.chmod(0o755)
+
+
+def test_changes_to_protected_paths_are_left_out_of_every_check_and_of_the_grade(
+    task: FakeTask, start_daemon: Callable[..., Running]
+) -> None:
+    config = task.config.task_config
+    config.write_text(config.read_text() + "protected: ['tests/**']\n")
+    running = start_daemon()
+    # The "fix" breaks the library and rewrites the test that would say so.
+    bash(running, "rm lib.txt && printf 'exit 0\\n' > tests/basic.sh && rm -rf .git")
+    tests = running.agent.post("/tool/bencher", params={"action": "function_test"}, json={})
+    assert tests.json()["code"] != 0, tests.text
+    assert tests.json()["stderr"].endswith(
+        "ssebench: your changes to protected paths were left out, as grading leaves them "
+        "out: tests/basic.sh\n"
+    )
+    answer = running.admin.post("/prepare_grading")
+    assert answer.json()["dropped"] == ["tests/basic.sh"], answer.text
+    patch = (running.config.results_dir / "final.patch").read_text()
+    assert "lib.txt" in patch and "tests/basic.sh" not in patch
+    assert (running.config.repo_dir / "tests" / "basic.sh").read_text() == "test -f lib.txt\n"

@@ -91,6 +91,48 @@ def test_validate_reports_eight_kinds_of_broken_task_in_one_run(
     assert "8 of 9 tasks broken, 8 problem(s)" in table.stdout
 
 
+def test_validate_refuses_protected_globs_over_the_fix_and_warns_of_open_hidden_tests(
+    home: Path, cli: Cli, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "protected"
+    dataset.mkdir()
+    (dataset / "dataset.yaml").write_text('version: "1"\n')
+    fix = "--- a/tlv.c\n+++ b/tlv.c\n@@ -1 +1 @@\n-a\n+b\n"
+    tests = "--- /dev/null\n+++ b/tests/test_new.c\n@@ -0,0 +1 @@\n+t\n"
+    for task_id, protected in (
+        ("covers", "['*.c']"),
+        ("open", "[Makefile]"),
+        ("unprotected", "[]"),
+    ):
+        folder = good_task(dataset, task_id)
+        (folder / "sse" / "diffs" / "patch.diff").write_text(fix)
+        (folder / "sse" / "diffs" / "test.diff").write_text(tests)
+        config = folder / "sse" / "config.yaml"
+        config.write_text(config.read_text() + f"protected: {protected}\n")
+
+    outcome = cli("dataset", "validate", "--local", str(dataset))
+    listed = json.loads(cli("dataset", "validate", "--local", str(dataset), "--json").stdout)
+
+    assert outcome.exit_code == 1
+    found = {entry["id"]: (entry["problems"], entry["warnings"]) for entry in listed}
+    assert found["covers"][0] == [
+        "sse/config.yaml key 'protected': '*.c' covers tlv.c, which the reference patch "
+        "changes, so the reference fix would be dropped: narrow the glob"
+    ]
+    assert found["open"] == (
+        [],
+        [
+            "sse/config.yaml key 'protected' leaves the hidden tests' paths unprotected: "
+            "tests/test_new.c (an agent could change or pre-create them)"
+        ],
+    )
+    assert found["unprotected"][0] == [] and "is empty" in found["unprotected"][1][0]
+    assert "ssebench: task open: warning: sse/config.yaml key 'protected' leaves" in (
+        outcome.stderr
+    )
+    assert "1 of 3 tasks broken, 1 problem(s)" in outcome.stdout
+
+
 def test_validate_passes_the_demo_dataset(home: Path, cli: Cli) -> None:
     outcome = cli("dataset", "validate", "--local", str(DEMO))
 

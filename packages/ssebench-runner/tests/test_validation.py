@@ -214,6 +214,54 @@ def test_a_task_config_that_fails_its_schema_is_refused(
     assert line == f"{config}: unknown key 'bogus'"
 
 
+REFERENCE_FIX = """\
+diff --git a/tests/helpers.c b/tests/helpers.c
+--- a/tests/helpers.c
++++ b/tests/helpers.c
+@@ -1 +1 @@
+-old
++new
+"""
+
+
+@pytest.mark.parametrize(
+    ("protected", "message"),
+    [
+        pytest.param(
+            "['tests/**']",
+            "task demo-task: sse/config.yaml key 'protected': 'tests/**' covers "
+            "tests/helpers.c, which the reference patch changes, so the reference fix "
+            "would be dropped: narrow the glob",
+            id="covers the reference fix",
+        ),
+        pytest.param(
+            "['**/*']",
+            "{config}: key 'protected': protected glob '**/*' protects the whole tree, so no "
+            "change of the agent would be graded: name the files that judge a fix (tests, "
+            "test-runner configuration)",
+            id="the whole tree",
+        ),
+        pytest.param(
+            "['tests/[x']",
+            "{config}: key 'protected': protected glob 'tests/[x': '[' has no closing ']'",
+            id="malformed",
+        ),
+    ],
+)
+def test_a_task_whose_protected_globs_cannot_be_used_is_refused(
+    fake: FakeBackend, cli: Cli, home: Path, protected: str, message: str
+) -> None:
+    folder = home / "datasets" / "demo" / TASK_ID / "sse"
+    (folder / "diffs" / "patch.diff").write_text(REFERENCE_FIX)
+    (folder / "config.yaml").write_text(
+        (folder / "config.yaml").read_text() + f"protected: {protected}\n"
+    )
+
+    line = refused(cli(*run_args()), fake)
+
+    assert line == message.format(config=folder / "config.yaml")
+
+
 def test_a_task_config_with_a_wrongly_typed_key_is_refused(
     fake: FakeBackend, cli: Cli, tmp_path: Path
 ) -> None:

@@ -175,6 +175,8 @@ class PrepareGradingResponse(Message, frozen=True):
 
     success: bool
     patch_bytes: int = 0
+    dropped: list[str] = msgspec.field(default_factory=list)
+    """The task's protected paths the agent changed: left out of the applied diff."""
 
 
 class AgentExitedResponse(Message, frozen=True):

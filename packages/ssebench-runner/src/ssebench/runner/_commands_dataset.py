@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import click
+import msgspec
 import typer
 
 from ssebench.runner._commands_tasks import list_tasks
@@ -56,6 +57,8 @@ class TaskValidation(Message, kw_only=True, frozen=True):
     problems: list[str]
     """Everything wrong with it before a build, by the task folder's own paths; empty when
     it is valid."""
+    warnings: list[str] = msgspec.field(default_factory=list)
+    """What may be wrong but leaves it valid (its protected paths: docs/tasks.md)."""
 
 
 def script_problems(found: TaskCheck) -> list[str]:
@@ -84,7 +87,10 @@ def validate_dataset(dataset: Path) -> list[TaskValidation]:
     """
     return [
         TaskValidation(
-            id=found.id, folder=found.folder, problems=[*found.problems, *script_problems(found)]
+            id=found.id,
+            folder=found.folder,
+            problems=[*found.problems, *script_problems(found)],
+            warnings=found.warnings,
         )
         for found in check_dataset(dataset)
     ]
@@ -108,9 +114,10 @@ def validate_command(
     """Check every task of a dataset without building anything.
 
     Checks its config's schema, `id` = folder, the files it names exist, its
-    scripts are executable, its Dockerfile builds offline. Every problem of
-    every task is listed, by the task folder's own paths; exit status 1 when
-    there is any.
+    scripts are executable, its Dockerfile builds offline, its protected globs
+    leave the reference fix alone (and warns where they leave the hidden tests
+    open). Every problem of every task is listed, by the task folder's own
+    paths; exit status 1 when there is any.
     """
     try:
         dataset = dataset_folder(local)
@@ -120,7 +127,10 @@ def validate_command(
     broken = [task for task in tasks if task.problems]
     if json_output:
         click.echo(encode_json(tasks, pretty=True).decode(), nl=False)
-    for task in broken:
+    for task in tasks:
+        for warning in task.warnings:
+            line = f"{PROGRAM}: task {task.id}: warning: {warning}"
+            click.echo(terminal_safe(line), err=True)
         for problem in task.problems:
             click.echo(terminal_safe(f"{PROGRAM}: task {task.id}: {problem}"), err=True)
     if not json_output:

@@ -352,6 +352,9 @@ def summary_table(summary: Summary, plan: RunPlan) -> Table:
     ]
     if result.error_msg:
         rows.append(("error", Text(terminal_safe(result.error_msg), style="yellow")))
+    if result.dropped:
+        shown = ", ".join(result.dropped[:10]) + (" ..." if len(result.dropped) > 10 else "")
+        rows.append(("dropped", Text(terminal_safe(f"protected, not graded: {shown}"))))
     rows.append(("run directory", Text(str(_relative(plan.run_dir)))))
     for name, value in rows:
         table.add_row(name, value)

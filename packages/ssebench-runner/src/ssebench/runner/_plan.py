@@ -50,6 +50,7 @@ from ssebench.spec import (
     load_dataset,
     load_models,
     models_path,
+    protection_problems,
     run_resources,
 )
 from ssebench.spec.catalog import (
@@ -192,6 +193,9 @@ def plan_run(
     tool_layer_name = recorded_tool_layer(options.tool_layer, mode=mode, prebuilt=options.prebuilt)
     home = find_home()
     task, case = _task_choice(options, home)
+    protection = protection_problems(task)[0]
+    if protection:
+        raise UserError(f"task {task.id}: {protection[0]}")
     if not options.agent:
         raise UserError(f"no agent given: use --agent with one of {_agent_names(home)}")
     agent = find_agent(home, options.agent)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from ssebench.spec import UserError, validate_task_id
+from ssebench.spec.protected import default_protected
 
 TOOLCHAINS: Final[dict[str, str]] = {
     "c": "gcc libc6-dev make git",
@@ -88,7 +89,12 @@ files:
   poc:
     - pocs/poc-1                 # TODO: inputs that trigger the bug, one file each
   future_test: diffs/test.diff   # TODO: tests added with the fix (a diff), or remove
-type: TODO                       # e.g. heap-buffer-overflow, path-traversal
+# The agent's changes to these files are dropped before every check: the tests
+# (where the hidden ones go included) and how they run. Without the key the
+# default for the language applies (docs/tasks.md); this list replaces it.
+protected:                       # TODO: the project's test folders and runner files
+  - tests/**
+{protected}type: TODO                       # e.g. heap-buffer-overflow, path-traversal
 reference: []                    # e.g. the advisory's URL
 """
 
@@ -162,6 +168,7 @@ def new_task(dataset: Path, task_id: str, language: str) -> Path:
         "language": language,
         "packages": TOOLCHAINS[language],
         "source": f"/src/{task_id}",
+        "protected": "".join(f'  - "{glob}"\n' for glob in default_protected(language)),
     }
     files = {
         "Dockerfile": _DOCKERFILE.format(**values),

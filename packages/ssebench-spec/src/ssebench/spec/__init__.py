@@ -149,6 +149,7 @@ if TYPE_CHECKING:
         check_task_files,
         dockerfile_problems,
         from_lines,
+        protection_problems,
         task_problems,
     )
     from ssebench.spec._tool_layers import (
@@ -271,6 +272,7 @@ _HOMES: dict[str, str] = {
     "check_task_files": "ssebench.spec._task_check",
     "dockerfile_problems": "ssebench.spec._task_check",
     "from_lines": "ssebench.spec._task_check",
+    "protection_problems": "ssebench.spec._task_check",
     "task_problems": "ssebench.spec._task_check",
     "check_dataset": "ssebench.spec._home",
     "AgentPackages": "ssebench.spec._task",
@@ -431,6 +433,7 @@ __all__ = [
     "models_path",
     "plugins_path",
     "prebuilt_images",
+    "protection_problems",
     "read_json",
     "reaper",
     "recording",

@@ -20,7 +20,7 @@ from ssebench.spec._task import (
     load_task_config,
     validate_task_id,
 )
-from ssebench.spec._task_check import TaskCheck, task_problems
+from ssebench.spec._task_check import TaskCheck, protection_problems, task_problems
 
 HOME_ENV: Final = settings.HOME.name
 """Environment variable that names the home explicitly."""
@@ -196,6 +196,7 @@ def check_dataset(dataset: Path) -> list[TaskCheck]:
     found = []
     for folder in _task_folders(dataset):
         task: Task | None = None
+        warnings: list[str] = []
         try:
             validate_task_id(folder.name)
             if folder.name.lower() in seen:
@@ -209,7 +210,16 @@ def check_dataset(dataset: Path) -> list[TaskCheck]:
             problems = [str(exc)]
         else:
             problems = task_problems(task)
-        found.append(TaskCheck(id=folder.name, folder=str(folder), task=task, problems=problems))
+            warnings = protection_problems(task)[1]
+        found.append(
+            TaskCheck(
+                id=folder.name,
+                folder=str(folder),
+                task=task,
+                problems=problems,
+                warnings=warnings,
+            )
+        )
     return found
 
 

@@ -89,6 +89,9 @@ class PatchResult(Message, kw_only=True, frozen=True):
     error_source: ErrorSource | None = None
     """Set with status `error`: whose fault it is (None in grades written before it existed,
     read as `harness`)."""
+    dropped: list[str] = msgspec.field(default_factory=list)
+    """The task's protected paths the agent changed, added or deleted: left out of the
+    diff every check applied (docs/integrity.md)."""
 
 
 class RuntimeResult(Message, kw_only=True, frozen=True):

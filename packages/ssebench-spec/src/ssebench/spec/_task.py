@@ -12,6 +12,7 @@ from ssebench.spec._base import Message, UserInput
 from ssebench.spec._codec import load_yaml_file
 from ssebench.spec._errors import TaskConfigError, UserError
 from ssebench.spec._resources import TaskResources
+from ssebench.spec.protected import ProtectedGlobError, ProtectedPaths, protected_paths
 
 Check = Literal["build", "poc", "function_test", "intent_test"]
 
@@ -89,6 +90,13 @@ class TaskConfig(UserInput, kw_only=True, frozen=True):
     originality: str | int | float | bool | None = None
     resources: TaskResources | None = None
     """What the task needs beyond the default limits (`cpus`, `memory`, `pids`)."""
+    protected: list[str] | None = None
+    """Globs of the files whose changes by the agent are dropped before any check
+    (`ssebench.spec.protected`); None: the default of `language`; []: none."""
+
+    def protected_paths(self) -> ProtectedPaths:
+        """What this task protects: its own globs or its language's default."""
+        return protected_paths(self.protected, self.language)
 
     def checks(self) -> tuple[Check, ...]:
         """The checks this task has, in grading order."""
@@ -118,6 +126,10 @@ def load_task_config(path: Path) -> TaskConfig:
         raise TaskConfigError(
             f"{path}: key 'source' must be an absolute path, not {config.source!r}"
         )
+    try:
+        config.protected_paths()
+    except ProtectedGlobError as exc:
+        raise TaskConfigError(f"{path}: key 'protected': {exc}") from None
     return config
 
 

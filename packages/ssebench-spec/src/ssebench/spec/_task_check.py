@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -48,6 +48,8 @@ class TaskCheck:
     task: Task | None
     """None when the config cannot be read (the reason is in `problems`)."""
     problems: list[str]
+    warnings: list[str] = field(default_factory=list)
+    """What may be wrong but does not stop the task (`protection_problems`)."""
 
 
 def folder_path(relative: str) -> str:
@@ -175,11 +177,83 @@ def dockerfile_problems(text: str) -> list[str]:
     return found
 
 
+_PATCH_PATH: Final = re.compile(r"^(?:---|\+\+\+) (?:\"[ab]/((?:[^\"\\]|\\.)*)\"|[ab]/(.*?))\t?$")
+
+
+def patch_paths(text: str) -> list[str]:
+    """The paths a unified git diff changes (both sides of a rename), sorted, unique."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        match = _PATCH_PATH.match(line)
+        if match is not None:
+            quoted, plain = match.groups()
+            if quoted is not None:
+                # C-style quoting: enough of it for the paths a task's own diff names.
+                plain = quoted.encode("latin-1", "backslashreplace").decode("unicode_escape")
+                plain = plain.encode("latin-1", "replace").decode("utf-8", "replace")
+            found.add(plain)
+    return sorted(found)
+
+
+def _diff_paths(folder: Path, relative: str | None) -> list[str]:
+    if relative is None:
+        return []
+    try:
+        return patch_paths((folder / folder_path(relative)).read_text(errors="replace"))
+    except OSError:
+        return []  # missing_files says so
+
+
+def protection_problems(task: Task) -> tuple[list[str], list[str]]:
+    """What is wrong with a task's protected paths (docs/tasks.md), as (problems, warnings).
+
+    A problem: a glob that cannot be used, or one that covers a file the reference patch
+    changes (the reference fix itself would be dropped). A warning: `protected: []`, a
+    language without a default and no list, or a path of the hidden tests left
+    unprotected (an agent could change or pre-create it).
+    """
+    config = task.config
+    try:
+        protected = config.protected_paths()
+    except ValueError as exc:
+        return [f"{CONFIG_PATH} key 'protected': {exc}"], []
+    folder = Path(task.folder)
+    problems, warnings = [], []
+    for path in _diff_paths(folder, config.files.patch):
+        glob = protected.covering(path)
+        if glob is not None:
+            problems.append(
+                f"{CONFIG_PATH} key 'protected': {glob!r} covers {path}, which the reference "
+                f"patch changes, so the reference fix would be dropped: narrow the glob"
+            )
+    if config.protected == []:
+        warnings.append(
+            f"{CONFIG_PATH} key 'protected' is empty: an agent's change to the tests or their "
+            "runner's configuration is graded as it is"
+        )
+    elif config.protected is None and not protected:
+        warnings.append(
+            f"{CONFIG_PATH} has no 'protected' key and language {config.language!r} has no "
+            f"default: name the tests and test-runner configuration that judge a fix "
+            f"({TASK_GUIDE})"
+        )
+    hidden = _diff_paths(folder, config.files.future_test)
+    open_paths = [path for path in hidden if protected.covering(path) is None]
+    if open_paths:
+        warnings.append(
+            f"{CONFIG_PATH} key 'protected' leaves the hidden tests' paths unprotected: "
+            f"{', '.join(open_paths)} (an agent could change or pre-create them)"
+        )
+    return problems, warnings
+
+
 def task_problems(task: Task) -> list[str]:
-    """Everything wrong with a loaded task that shows before a build: missing files, and
-    Dockerfile lines that cannot build offline; empty when there is nothing."""
+    """Everything wrong with a loaded task that shows before a build: missing files,
+    Dockerfile lines that cannot build offline, protected globs that cannot be used or
+    cover the reference fix; empty when there is nothing."""
     folder = Path(task.folder)
     found = missing_files(folder, task.config)
+    found += protection_problems(task)[0]
     try:
         text = (folder / "Dockerfile").read_text(errors="replace")
     except OSError as exc:
@@ -190,11 +264,12 @@ def task_problems(task: Task) -> list[str]:
 
 
 def check_task_files(task: Task) -> None:
-    """Refuse a task whose folder lacks a file its config names (`missing_files`).
+    """Refuse a task whose folder lacks a file its config names (`missing_files`), or
+    whose protected globs cover the reference fix (`protection_problems`).
 
     Raises:
-        UserError: one line naming the task and each missing file.
+        UserError: one line naming the task and each problem.
     """
-    missing = missing_files(Path(task.folder), task.config)
+    missing = missing_files(Path(task.folder), task.config) + protection_problems(task)[0]
     if missing:
         raise UserError(f"task {task.id} ({task.folder}): " + "; ".join(missing))

@@ -198,6 +198,8 @@ class Grade:
     patch_refused: bool = False
     timed_out: bool = False
     task_broken: bool = False
+    dropped: list[str] = field(default_factory=list)
+    """Protected paths the agent changed, left out of the graded diff."""
     notes: list[str] = field(default_factory=list)
 
     def ran_any(self) -> bool:
@@ -246,6 +248,9 @@ class Grade:
                 self.error_msg = "no check ran: the task has none"
         else:
             status = "passed" if self.all_passed() else "failed"
+        error_msg = self.error_msg
+        if self.dropped and status == "failed" and error_msg is not None:
+            error_msg += f" (graded without the agent's changes to {_listed(self.dropped)})"
         return PatchResult(
             status=status,
             build_success=self.build_success,
@@ -253,10 +258,19 @@ class Grade:
             pov_total=self.pov_total,
             func_test_success=self.func_test_success,
             intent_test_success=self.intent_test_success,
-            error_msg=self.error_msg,
+            error_msg=error_msg,
             error_log=self.error_log,
             error_source=source,
+            dropped=self.dropped,
         )
+
+
+def _listed(paths: list[str], most: int = 5) -> str:
+    """Protected paths as a grade's message names them."""
+    shown = ", ".join(paths[:most])
+    return f"protected paths: {shown}" + (
+        f" and {len(paths) - most} more" if len(paths) > most else ""
+    )
 
 
 def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
@@ -386,7 +400,10 @@ def _grade(
         f"each check at most {_seconds(deadline.check_timeout)}"
     )
     diff = api.prepare_grading(timeout=deadline.prepare_limit())
+    result.dropped = list(diff.dropped)
     say(f"prepare_grading: {diff.patch_bytes} bytes of diff applied")
+    if diff.dropped:
+        say(f"left out of the diff, as the task protects them: {', '.join(diff.dropped)}")
     prepared()
 
     def check(action: Action, poc: int | None = None) -> Checked:

@@ -32,11 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 from ssebench.daemon._errors import BadRequestError, InternalError, NotFoundError
 from ssebench.daemon._gate import Action, task_has
 from ssebench.daemon._messages import BencherRequest, BencherResponse
 from ssebench.daemon._users import Identity, child_env
 from ssebench.daemon.server._config import DaemonConfig
+from ssebench.daemon.server._diff import TakenDiff
 from ssebench.daemon.server._procs import CappedBuffer, ProcessKiller, RunOutput, run
 from ssebench.daemon.server._results_log import CheckLog, ResultsLog
 from ssebench.daemon.server._stage import Stage, StageError, named_files
@@ -107,6 +110,8 @@ class _Check:
             self.root / "stage", runner.privileges.runner.gid if os.geteuid() == 0 else None
         )
         self.started_ns = time.time_ns()
+        self.dropped: list[str] = []
+        """Protected paths the agent changed, left out of the diff this check applied."""
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -186,6 +191,20 @@ def _daemon_output(argv: Sequence[str], message: str, limit: int) -> RunOutput:
     return RunOutput(argv=list(argv), code=-1, stdout=out, stderr=err)
 
 
+def _noting_dropped(response: BencherResponse, dropped: list[str]) -> BencherResponse:
+    """The answer, telling the agent which of its changes the check left out."""
+    if not dropped:
+        return response
+    shown = ", ".join(dropped[:20]) + (
+        f" and {len(dropped) - 20} more" if len(dropped) > 20 else ""
+    )
+    note = (
+        f"ssebench: your changes to protected paths were left out, as grading leaves them "
+        f"out: {shown}\n"
+    )
+    return msgspec.structs.replace(response, stderr=response.stderr + note)
+
+
 def _response(output: RunOutput, *, note: str | None = None) -> BencherResponse:
     stderr = output.stderr.text()
     if note:
@@ -200,8 +219,9 @@ def _response(output: RunOutput, *, note: str | None = None) -> BencherResponse:
     )
 
 
-AgentPatch = Callable[[], Awaitable[bytes]]
-"""Returns the agent's current diff (binary git diff against the initial commit)."""
+AgentPatch = Callable[[], Awaitable[TakenDiff]]
+"""Returns the agent's current diff (binary git diff against the initial commit), without
+its changes to protected paths."""
 
 
 class CheckRunner:
@@ -285,7 +305,7 @@ class CheckRunner:
                 if action == "run_poc":
                     return await self._run_poc(check, pocs, grading=request.grading)
                 response, keep = await self._run_in_copy(check, action, grading=request.grading)
-                return response
+                return _noting_dropped(response, check.dropped)
             except StageError as exc:
                 log.note(f"cannot stage what the check needs: {exc}")
                 return BencherResponse(code=-1, stdout="", stderr=f"ssebench: {exc}\n")
@@ -435,7 +455,11 @@ class CheckRunner:
             raise InternalError(f"cannot make the scratch copy: {exc}") from exc
         if grading or self.repo_patched:
             return None
-        patch = await self.agent_patch()
+        taken = await self.agent_patch()
+        if taken.dropped:
+            check.dropped = taken.dropped
+            check.log.note(f"protected paths left out of the diff: {', '.join(taken.dropped)}")
+        patch = taken.patch
         if not patch:
             check.log.note("the agent's diff is empty")
             return None

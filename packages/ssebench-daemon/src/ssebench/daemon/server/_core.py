@@ -107,6 +107,8 @@ class Daemon:
         self._agent_phase_cleared = asyncio.Event()
         """Set once what the agent phase leaves is cleared (`_clear_agent_phase`)."""
         self.final_patch: bytes | None = None
+        self.dropped: list[str] = []
+        """The protected paths left out of `final_patch`."""
         self._grading_lock = asyncio.Lock()
         self.differ = DiffTaker(
             source=self.source,
@@ -115,6 +117,7 @@ class Daemon:
             environ=self.environ,
             git=git,
             extra_env=privileges.extra_env,
+            protected=task.protected_paths(),
         )
         self.results = ResultsLog(config.results_dir)
         self.checks = CheckRunner(
@@ -122,7 +125,7 @@ class Daemon:
             task=task,
             privileges=privileges,
             results=self.results,
-            agent_patch=self.differ.diff,
+            agent_patch=self.differ.take,
             environ=self.environ,
             git=git,
         )
@@ -450,7 +453,8 @@ class Daemon:
     async def prepare_grading(self, *, admin: bool) -> PrepareGradingResponse:
         """`POST /prepare_grading`: the agent phase ended (if it was not), a fresh check
         session, final.patch and commits.log written, the diff applied to `/ssebench-repo`.
-        A second call answers the same.
+        The agent's changes to the task's protected paths are in neither (`_diff`); the
+        answer lists them. A second call answers the same.
 
         Integrity rule (docs/integrity.md): no code the agent wrote or configured runs
         after the agent phase; `model` is killed again after every step that could
@@ -467,7 +471,9 @@ class Daemon:
         self.require_admin(admin, "preparing grading")
         async with self._grading_lock:
             if self.final_patch is not None:
-                return PrepareGradingResponse(success=True, patch_bytes=len(self.final_patch))
+                return PrepareGradingResponse(
+                    success=True, patch_bytes=len(self.final_patch), dropped=self.dropped
+                )
             try:
                 if not self.agent_phase_over:
                     # Nothing of the agent may change the tree while (or after) it is graded.
@@ -475,7 +481,8 @@ class Daemon:
                 # An agent_exited still at work (stopping a check) finishes before grading.
                 await self._agent_phase_cleared.wait()
                 await self.checks.reset()
-                patch = await self.differ.diff()
+                taken = await self.differ.take()
+                patch = taken.patch
                 results = self.config.results_dir
                 results.mkdir(mode=0o700, parents=True, exist_ok=True)
                 write_atomically(results / "final.patch", patch)
@@ -488,9 +495,15 @@ class Daemon:
                 if survivors:
                     log.warning("prepare_grading: %d model processes found and killed", survivors)
             self.checks.repo_patched = True
-            self.final_patch = patch
-            log.info("grading prepared: %d bytes of diff applied", len(patch))
-            return PrepareGradingResponse(success=True, patch_bytes=len(patch))
+            self.final_patch, self.dropped = patch, taken.dropped
+            log.info(
+                "grading prepared: %d bytes of diff applied, %d protected paths left out",
+                len(patch),
+                len(taken.dropped),
+            )
+            return PrepareGradingResponse(
+                success=True, patch_bytes=len(patch), dropped=taken.dropped
+            )
 
     async def _apply_to_repo(self, patch: Path) -> None:
         """`git apply` the agent's diff to /ssebench-repo, as root, on a private git

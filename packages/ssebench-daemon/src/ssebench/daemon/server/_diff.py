@@ -11,6 +11,11 @@ tracked whatever the agent's `.gitignore` says, and a new file its
 `.gitignore` ignores stays out. The diff of that index against the baseline
 therefore applies to /ssebench-repo whenever the agent changed only its tree.
 
+The task's protected paths (`ssebench.spec.protected`) are then put back in the
+index as the baseline has them, so the agent's changes to them (a
+`conftest.py` that passes every test, a test-runner configuration) are in no
+diff a check or the grade applies; `TakenDiff.dropped` names them.
+
 Integrity rule (docs/integrity.md): git never honours the agent's configuration,
 hooks, attributes or lazy fetch. Nothing of the agent's repository is used
 (its history, `.git`, configuration, hooks, attributes, filters, excludes);
@@ -24,12 +29,14 @@ its HEAD read. Git reads the tree as the tree's owner, never as root.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -49,6 +56,7 @@ from ssebench.daemon.server._tree import (
     walk,
 )
 from ssebench.spec.atomic import write_atomically
+from ssebench.spec.protected import ProtectedPaths
 
 _STATUS: Final[dict[str, FileStatus]] = {
     "A": "added",
@@ -137,6 +145,15 @@ def _feed_baseline(repo: Path, out: int) -> None:
     _write_all(out, b"done\n")
 
 
+@dataclass(frozen=True)
+class TakenDiff:
+    """The agent's diff as checks and the grade apply it, and what was left out of it."""
+
+    patch: bytes
+    dropped: list[str]
+    """The protected paths the agent changed, added or deleted, sorted: not in `patch`."""
+
+
 class DiffTaker:
     """Takes the baseline once, then diffs the working tree against it on demand."""
 
@@ -149,8 +166,10 @@ class DiffTaker:
         environ: Mapping[str, str],
         git: str = "git",
         extra_env: Mapping[str, str] | None = None,
+        protected: ProtectedPaths | None = None,
     ) -> None:
         self.source = source
+        self.protected = protected or ProtectedPaths(())
         self.repo = repo
         self.state_dir = state_dir
         self.environ = environ
@@ -173,6 +192,8 @@ class DiffTaker:
         index: Path | None = None,
         limit: int = 1 << 34,
         timeout: float = 600,
+        stdin: bytes | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> RunOutput:
         env = git_env(
             self.environ,
@@ -180,7 +201,7 @@ class DiffTaker:
             git_dir=git_dir,
             work_tree=work_tree,
             index=index,
-            extra=self.extra_env,
+            extra={**self.extra_env, **(extra_env or {})},
         )
         return await run(
             git_argv(self.git, *args),
@@ -189,6 +210,7 @@ class DiffTaker:
             env=env,
             timeout=timeout,
             limit=limit,
+            stdin=stdin,
         )
 
     @staticmethod
@@ -306,7 +328,7 @@ class DiffTaker:
                 code="tree_unreadable",
             )
 
-    async def _with_index(self, *diff_args: str, limit: int = 1 << 34) -> bytes:
+    async def _with_index(self, *diff_args: str, limit: int = 1 << 34) -> tuple[bytes, list[str]]:
         if self.baseline is None or self.owner is None:
             raise InternalError("the diff baseline was not taken")
         owner, baseline = self.owner, self.baseline
@@ -315,23 +337,17 @@ class DiffTaker:
         try:
             git_dir, index = work / "git", work / "index"
             await asyncio.to_thread(self._private_git_dir, work, owner)
-            self._check(
-                await self._git(
-                    "read-tree", baseline,
-                    identity=owner, git_dir=git_dir, index=index, cwd=work,
-                ),
-                "preparing the diff",
-            )  # fmt: skip
-            added = await self._git(
-                "add", "-A", "--ignore-errors",
-                identity=owner, git_dir=git_dir, work_tree=self.source, index=index, cwd=work,
-            )  # fmt: skip
+            git = functools.partial(
+                self._git, identity=owner, git_dir=git_dir, index=index, cwd=work
+            )
+            self._check(await git("read-tree", baseline), "preparing the diff")
+            added = await git("add", "-A", "--ignore-errors", work_tree=self.source)
             if added.code != 1:  # 1: some files could not be read; the rest are in the index
                 self._check(added, "reading the source tree")
-            output = await self._git(
+            dropped = await self._drop_protected(git, baseline)
+            output = await git(
                 "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv",
-                "--no-renames", "--ignore-submodules=none", *diff_args, baseline,
-                identity=owner, git_dir=git_dir, index=index, cwd=work, limit=limit,
+                "--no-renames", "--ignore-submodules=none", *diff_args, baseline, limit=limit,
             )  # fmt: skip
             if output.stdout.truncated:
                 raise ConflictError(
@@ -339,28 +355,67 @@ class DiffTaker:
                     "more than the daemon keeps",
                     code="diff_too_large",
                 )
-            return self._check(output, "taking the diff")
+            return self._check(output, "taking the diff"), dropped
         finally:
             await remove_tree(work)
 
-    async def diff(self) -> bytes:
-        """The agent's changes as a binary git diff (empty when there are none).
+    async def _drop_protected(
+        self, git: Callable[..., Awaitable[RunOutput]], baseline: str
+    ) -> list[str]:
+        """Put every protected path the index changed back as the baseline has it (a
+        path the baseline lacks leaves the index, and so does an entry of the agent's
+        in the way of one put back); the changed paths so dropped, sorted."""
+        if not self.protected:
+            return []
+        changed = await self._changed(git, baseline)
+        protected = self.protected.split(changed)[1]
+        if not protected:
+            return []
+        self._check(
+            await git(
+                # The private git directory is bare, which `reset` refuses; --no-refresh:
+                # nothing of a work tree is looked at.
+                "-c", "core.bare=false", "reset", "-q", "--no-refresh", baseline,
+                "--pathspec-from-file=-", "--pathspec-file-nul",
+                stdin=b"".join(os.fsencode(path) + b"\0" for path in protected),
+                extra_env={"GIT_LITERAL_PATHSPECS": "1"},
+            ),
+            "leaving out the protected paths",
+        )  # fmt: skip
+        left = set(await self._changed(git, baseline))
+        return sorted(path for path in changed if path not in left)
+
+    async def _changed(self, git: Callable[..., Awaitable[RunOutput]], baseline: str) -> list[str]:
+        names = self._check(
+            await git("diff", "--cached", "--name-only", "-z", "--no-renames", baseline),
+            "listing the changed paths",
+        )
+        return [os.fsdecode(name) for name in names.split(b"\0") if name]
+
+    async def take(self) -> TakenDiff:
+        """The agent's changes as a binary git diff (empty when there are none), without
+        its changes to protected paths.
 
         Raises:
             ConflictError: the tree's owner closed its top to itself (`tree_unreadable`),
                 or the diff is over MAX_DIFF_BYTES (`diff_too_large`).
             InternalError: git failed.
         """
-        return await self._with_index("--binary", "--full-index", limit=MAX_DIFF_BYTES)
+        patch, dropped = await self._with_index("--binary", "--full-index", limit=MAX_DIFF_BYTES)
+        return TakenDiff(patch, dropped)
+
+    async def diff(self) -> bytes:
+        """`take()`'s patch."""
+        return (await self.take()).patch
 
     async def files(self) -> list[ChangedFile]:
-        """The paths the diff touches.
+        """The paths the diff touches (protected ones left out, as checks leave them).
 
         Raises:
             ConflictError: the tree's owner closed its top to itself (`tree_unreadable`).
             InternalError: git failed.
         """
-        raw = await self._with_index("--name-status", "-z")
+        raw, _ = await self._with_index("--name-status", "-z")
         fields = raw.split(b"\0")
         changed = []
         for status, path in zip(fields[0::2], fields[1::2], strict=False):
