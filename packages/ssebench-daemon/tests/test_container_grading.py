@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from .boxes import bash, bencher, post
+from .boxes import bash, bencher, get, post
 from .conftest import StartBox
 
 pytestmark = pytest.mark.docker
@@ -99,3 +99,34 @@ def test_trees_1500_folders_deep_are_graded_and_cleaned_up_never_a_500(
     assert box.sh("test -e /tmp/runner-deep").returncode != 0
     leftovers = box.out("ls /var/lib/ssebench-runner").split()
     assert len(leftovers) <= 1, leftovers  # at most the last build's copy, for the PoCs
+
+
+IMAGE_GIT_RECORDER = r"""
+set -e
+mv /usr/bin/git /usr/bin/git.image
+cat > /usr/bin/git <<'SCRIPT'
+#!/bin/sh
+echo "$(id -u) $*" >> /tmp/image-git-callers
+exec /usr/bin/git.image "$@"
+SCRIPT
+chmod 755 /usr/bin/git
+touch /tmp/image-git-callers && chmod 666 /tmp/image-git-callers
+"""
+
+
+def test_the_daemon_runs_the_runtimes_git_never_the_images(daemon_in: StartBox) -> None:
+    """Root (and sse-runner in a check) run the sealed runtime's git by its absolute path:
+    an image's git that records its callers sees only the agent's own call (uid 1000)."""
+    box = daemon_in("pyarchive-path-traversal", SSE_DIFFICULTY="0")
+    box.sh(IMAGE_GIT_RECORDER).check_returncode()
+    fix = "printf '\\n# touched\\n' >> pyarchive/_archive.py && git status --short"
+    assert box.ok(bash("agent", fix))["stdout"] == " M pyarchive/_archive.py\n"
+    assert "+# touched" in box.ok(get("agent", "/diff"))["diff"]
+    intent = box.ok(bencher("agent", "intent_test"))  # applies the diff and the hidden tests
+    assert "does not apply" not in intent["stderr"], intent
+    assert box.ok(post("admin", "/admin/agent_exited"))["success"] is True
+    assert box.ok(post("admin", "/prepare_grading"))["success"] is True
+    assert "+# touched" in box.out(f"cat {RESULTS}/final.patch")
+
+    callers = box.out("cat /tmp/image-git-callers").splitlines()
+    assert callers == ["1000 status --short"], callers

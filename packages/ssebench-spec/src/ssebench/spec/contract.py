@@ -39,6 +39,9 @@ RUNTIME_DIR: Final = "/opt/ssebench"
 RUNTIME_PYTHON: Final = "/opt/ssebench/bin/python3.11"
 """The interpreter every in-container SSEBench tool runs with."""
 
+RUNTIME_GIT: Final = "/opt/ssebench/tools/bin/git"
+"""The sealed runtime's own git (images/runtime): the one git root runs in a tool image."""
+
 RESULTS_DIR: Final = "/var/lib/ssebench/results"
 """Grade, final patch and logs (root-only; the host's run directory)."""
 

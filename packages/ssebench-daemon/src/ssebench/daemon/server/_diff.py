@@ -34,6 +34,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from ssebench.daemon.server._tree import (
     send_file,
     walk,
 )
+from ssebench.spec import contract
 from ssebench.spec.atomic import write_atomically
 from ssebench.spec.protected import ProtectedPaths
 
@@ -450,15 +452,20 @@ class DiffTaker:
         )
 
 
-def find_git(environ: Mapping[str, str]) -> str:
-    """The image's git (the tool layer guarantees /usr/bin/git).
+def find_git(environ: Mapping[str, str], python: str = sys.executable) -> str:
+    """The git the daemon runs: the sealed runtime's (`contract.RUNTIME_GIT`) when the
+    daemon runs from the runtime, as in every tool image; never a git of the image,
+    whose programs are not root's to run (docs/integrity.md). Outside an SSEBench image
+    (the daemon's own tests on a host) the first git on PATH.
 
     Raises:
         InternalError: there is none.
     """
-    found = shutil.which("git", path=clean_path(environ.get("PATH"))) or shutil.which(
-        "git", path="/usr/bin:/bin"
-    )
+    if python.startswith(contract.RUNTIME_DIR + "/"):
+        if not os.access(contract.RUNTIME_GIT, os.X_OK):
+            raise InternalError(f"the runtime's git {contract.RUNTIME_GIT} is missing")
+        return contract.RUNTIME_GIT
+    found = shutil.which("git", path=clean_path(environ.get("PATH")))
     if found is None:
-        raise InternalError("git is missing from the image")
+        raise InternalError("git is missing")
     return found

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from ssebench.daemon._users import Identity, child_env
+from ssebench.spec import contract
 
 CONFIG: Final = (
     "core.hooksPath=/dev/null",
@@ -79,9 +80,16 @@ _REPO_CONFIG: Final = (
 )
 
 
+RUNTIME_EXEC_PATH: Final = "/opt/ssebench/tools/libexec/git-core"
+"""The runtime git's own programs (images/runtime/assemble.py)."""
+
+
 def git_argv(git: str, *args: str) -> list[str]:
-    """`git --no-pager -c …` (every item of `CONFIG`) followed by `args`."""
+    """`git --no-pager -c …` (every item of `CONFIG`) followed by `args`; the runtime's
+    git looks for its programs in the runtime only, never in the image's git-core."""
     argv = [git, "--no-pager"]
+    if git == contract.RUNTIME_GIT:
+        argv.append(f"--exec-path={RUNTIME_EXEC_PATH}")
     for item in CONFIG:
         argv += ["-c", item]
     return [*argv, *args]
