@@ -204,7 +204,40 @@ def test_the_same_command_again_skips_exactly_the_unchanged_graded_runs(
     fourth = cli(*eval_args("--retries", "0"))
     assert fourth.exit_code == 0, fourth.stderr
     assert "0 to run, 8 skipped" in fourth.stderr
-    assert backend.methods == []
+    # Nothing started: the images were only asked for, once per task and agent.
+    assert backend.methods == ["prepare_images"] * 4
+
+
+class RebuildingFake(PerRunFake):
+    """Its dummy agent's images get a new ID from `rebuilt` on (a new base image, say)."""
+
+    rebuilt = False
+
+    @override
+    def prepare_images(self, request: ImageRequest) -> Images:
+        images = super().prepare_images(request)
+        if not (self.rebuilt and request.agent.name == "dummy"):
+            return images
+        self.images[f"{images.agent}-rebuilt"] = self.images[images.agent]
+        return Images(agent=f"{images.agent}-rebuilt", environment=images.environment)
+
+
+def test_an_image_rebuilt_from_unchanged_folders_makes_its_cells_run_again(
+    two_tasks: Path, use_backend: UseBackend, cli: Cli
+) -> None:
+    backend = RebuildingFake(lambda task, agent: reference_passes)
+    use_backend(backend)
+    assert cli(*eval_args()).exit_code == 0
+    backend.rebuilt = True
+    backend.calls.clear()
+
+    again = cli(*eval_args())
+
+    assert again.exit_code == 0, again.stderr
+    assert "4 to run, 4 skipped" in again.stderr
+    assert "4 to rerun because their inputs changed" in again.stderr
+    started = {call[0].image for call in backend.calls_to("start")}
+    assert started == {f"fake/agent-dummy/{task}:1-rebuilt" for task in (TASK_ID, SECOND_TASK)}
 
 
 def test_an_infra_error_is_retried_up_to_retries(
@@ -405,7 +438,9 @@ def test_with_prebuilt_every_run_asks_for_published_images_and_a_resume_may_too(
     assert "prebuilt" not in record()["settings"]
     again = cli("eval", "--resume", str(the_eval()), *flag)
     assert again.exit_code == 0, again.stderr
-    assert len(backend.calls_to("prepare_images")) == 8  # every run already stands
+    # Every run already stands: its images are asked for once per task and agent, published.
+    requests = [call[0] for call in backend.calls_to("prepare_images")][8:]
+    assert len(requests) == 4 and all(request.prebuilt for request in requests)
 
 
 def configs() -> list[dict[str, Any]]:
@@ -436,7 +471,9 @@ def test_a_tool_layer_and_plugins_reach_every_run_and_the_evaluations_settings(
     # Other settings, another evaluation; the same ones, the same (resumed, all skipped).
     assert cli(*eval_args("--retries", "0", *args, repeat=1)).exit_code == 0
     assert len(list(Path("evals").iterdir())) == 1
-    assert len(backend.calls_to("prepare_images")) == 4
+    assert backend.methods.count("start") == 4  # the resume started nothing
+    again = [call[0] for call in backend.calls_to("prepare_images")][4:]
+    assert [r.tool_layer.name if r.tool_layer else None for r in again] == ["callers"] * 4
 
 
 def test_without_options_an_evaluation_runs_the_built_in_layer_and_the_enabled_plugins(

@@ -212,7 +212,7 @@ def eval_command(
         check_image_source(plan.record.settings.backend, chosen.builds_images, prebuilt)
         # Before choosing what to run: an orphan reaped now is recorded, then retried.
         reap_own_orphans(chosen, plan.results_root)
-        pending, skipped = what_to_run(plan)
+        pending, skipped = what_to_run(plan, chosen.prepare_images)
     except (SSEBenchError, OSError) as exc:
         fail(said(exc))
     display = EvalDisplay(total=len(plan.record.slots), skipped=len(skipped))

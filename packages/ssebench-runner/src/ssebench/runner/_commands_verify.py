@@ -113,7 +113,7 @@ def verify_command(
             platform = get_backend(backend)
             if not platform.builds_images:
                 raise UserError(f"backend {backend!r} cannot build images; use one that builds")
-            pending, skipped = what_to_run(plan)
+            pending, skipped = what_to_run(plan, platform.prepare_images)
     except (SSEBenchError, OSError) as exc:
         fail(said(exc))
     if plan is not None:

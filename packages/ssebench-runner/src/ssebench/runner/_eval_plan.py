@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from ssebench.runner._plan import (
     recorded_tool_layer,
 )
 from ssebench.runner._plugins import run_plugins
-from ssebench.runner._provenance import folder_digest, run_inputs
+from ssebench.runner._provenance import folder_digest, images_started_from, run_inputs
 from ssebench.runner._run_dir import run_dir_path
 from ssebench.spec import (
     LATER_SETTINGS,
@@ -45,10 +45,13 @@ from ssebench.spec import (
     EvalRecord,
     EvalSettings,
     EvalSlot,
+    ImageRequest,
+    Images,
     ModelsFile,
     Outcome,
     PluginConfig,
     RunConfig,
+    SSEBenchError,
     Summary,
     Task,
     ToolLayer,
@@ -171,6 +174,16 @@ class EvalPlan:
                 settings.tool_layer, mode=settings.mode, prebuilt=self.prebuilt
             ),
             plugins=self.plugins,
+        )
+
+    def image_request(self, slot: EvalSlot) -> ImageRequest:
+        """What a cell's runs ask the backend for (as each run's own `prepare_images`)."""
+        return ImageRequest(
+            mode=self.record.settings.mode,
+            task=self.tasks[slot.task],
+            agent=self.agents[slot.agent],
+            prebuilt=self.prebuilt,
+            tool_layer=self.tool_layer,
         )
 
     def run_dir(self, slot: EvalSlot, run_id: str) -> Path:
@@ -399,8 +412,16 @@ def read_summary(run_dir: Path) -> Summary | None:
         return None
 
 
-def what_to_run(plan: EvalPlan) -> tuple[list[Pending], list[Skipped]]:
-    """Which cells run and which stand, comparing each cell's last run with today's inputs.
+ImagesOf = Callable[[ImageRequest], Images]
+"""The backend's `prepare_images`: today's images of a cell."""
+
+
+def what_to_run(
+    plan: EvalPlan, images_of: ImagesOf | None = None
+) -> tuple[list[Pending], list[Skipped]]:
+    """Which cells run and which stand, comparing each cell's last run with today's inputs:
+    its folders and settings (`run_inputs`) and, with `images_of`, the images it would
+    start from (asked once per task and agent, for the cells that would stand only).
 
     Raises:
         OSError: a file of a task or an agent cannot be read.
@@ -409,6 +430,19 @@ def what_to_run(plan: EvalPlan) -> tuple[list[Pending], list[Skipped]]:
         task_id: folder_digest(Path(task.folder)) for task_id, task in plan.tasks.items()
     }
     agent_digests = {name: folder_digest(Path(agent.folder)) for name, agent in plan.agents.items()}
+    today: dict[tuple[str, str], dict[str, str] | None] = {}
+
+    def same_images(slot: EvalSlot, recorded: dict[str, str]) -> bool:
+        if images_of is None:
+            return True
+        key = (slot.task, slot.agent)
+        if key not in today:
+            try:
+                today[key] = images_started_from(images_of(plan.image_request(slot)))
+            except SSEBenchError:
+                today[key] = None  # the run itself will say why
+        return today[key] == recorded
+
     pending: list[Pending] = []
     skipped: list[Skipped] = []
     for index, slot in enumerate(plan.record.slots):
@@ -430,7 +464,11 @@ def what_to_run(plan: EvalPlan) -> tuple[list[Pending], list[Skipped]]:
             task_digest=task_digests[slot.task],
             agent_digest=agent_digests[slot.agent],
         )
-        if summary.provenance is None or summary.provenance.inputs != inputs:
+        if (
+            summary.provenance is None
+            or summary.provenance.inputs != inputs
+            or not same_images(slot, summary.provenance.images)
+        ):
             pending.append(Pending(index=index, reason="changed"))
             continue
         skipped.append(Skipped(index=index, summary=summary))

@@ -3,8 +3,9 @@
 The digest covers what is known before the run starts: the task's folder and
 the agent's folder (their files, byte for byte), the run's settings, and the
 installed SSEBench versions. Image IDs are known only once the backend has
-prepared the images, so they are recorded but not part of the digest; the
-images are themselves built from those folders.
+prepared the images, so they are recorded beside it (`images_started_from`)
+and resume compares them too: an image rebuilt from unchanged folders (a new
+base image, say) is a changed input.
 """
 
 from __future__ import annotations
@@ -119,6 +120,14 @@ def run_inputs(
     return hashlib.sha256(msgspec.json.encode(parts, order="sorted")).hexdigest()
 
 
+def images_started_from(images: Images) -> dict[str, str]:
+    """The images a run starts from, by role (`Provenance.images`)."""
+    started_from = {"agent": images.agent}
+    if images.environment is not None:
+        started_from["environment"] = images.environment
+    return started_from
+
+
 def provenance_of(plan: RunPlan, images: Images | None) -> Provenance:
     """The provenance of a planned run.
 
@@ -129,11 +138,7 @@ def provenance_of(plan: RunPlan, images: Images | None) -> Provenance:
     Raises:
         OSError: a file of the task or the agent cannot be read.
     """
-    started_from = {}
-    if images is not None:
-        started_from["agent"] = images.agent
-        if images.environment is not None:
-            started_from["environment"] = images.environment
+    started_from = images_started_from(images) if images is not None else {}
     return Provenance(
         ssebench=ssebench_versions(),
         agent_version=plan.agent.version,
