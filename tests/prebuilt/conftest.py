@@ -88,6 +88,8 @@ class Registry:
 
     host: str
     prefix: str
+    log: Path
+    """Its output: one access-log line per request (`"GET /v2/... HTTP/1.1" 200`)."""
 
     def url(self, path: str) -> str:
         return f"http://{self.host}{path}"
@@ -130,7 +132,7 @@ def test_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry
         _wait_until(answers, "docker-registry", process, log)
         # Under the session's own prefix (SSEBENCH_REGISTRY), so users of one engine stay apart.
         own = os.environ.get("SSEBENCH_REGISTRY") or "ssebench"
-        yield Registry(host=host, prefix=f"{host}/{own.rsplit('/', 1)[-1]}-test")
+        yield Registry(host=host, prefix=f"{host}/{own.rsplit('/', 1)[-1]}-test", log=log)
     finally:
         _stop(process)
         if not os.environ.get(PORT_ENV):

@@ -94,6 +94,24 @@ def test_publish_pushes_each_case_image_and_pins_its_digest_in_the_lock(
             assert reply.headers["Docker-Content-Digest"] == digest
 
 
+def _remove_with_descendants(client: docker.DockerClient, image_id: str) -> None:
+    """Remove an image and every local image built on it, children first."""
+    children: dict[str, list[str]] = {}
+    for image in client.images.list(all=True):
+        children.setdefault(image.attrs.get("Parent") or "", []).append(str(image.id))
+    order: list[str] = []
+
+    def visit(current: str) -> None:
+        for child in children.get(current, []):
+            visit(child)
+        order.append(current)
+
+    visit(image_id)
+    for found in order:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(found, force=True)
+
+
 def _remove(client: docker.DockerClient, name: str) -> None:
     with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.remove(name, force=True)
@@ -108,15 +126,27 @@ def test_a_run_from_the_catalog_pulls_the_case_image_by_its_digest(
 ) -> None:
     digest = published["images"][CASE]
     repository = f"{test_registry.prefix}/{CASE.rsplit(':', 1)[0]}"
-    for name in (f"{test_registry.prefix}/{CASE}", f"{repository}@{digest}"):
-        _remove(docker_client, name)
+    path = repository.split("/", 1)[1]
+    case_id = docker_client.images.get(f"{test_registry.prefix}/{CASE}").id
+    # By ID, with every image built on it: a tag removed alone leaves the bytes on the
+    # engine, and a pull by digest then only names them again.
+    _remove_with_descendants(docker_client, case_id)
     with pytest.raises(docker.errors.ImageNotFound):
-        docker_client.images.get(f"{test_registry.prefix}/{CASE}")
+        docker_client.images.get(case_id)
+    served_before = test_registry.log.stat().st_size
 
     done, run_dir = run_from(dataset / "manifest.json", test_registry.prefix, tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert f"{repository}@{digest}: Status: " in done.stderr
+    with test_registry.log.open("rb") as log:
+        log.seek(served_before)
+        served = log.read().decode(errors="replace")
+    # The manifest by its digest, then the image's config, whose digest is the image's ID:
+    # the engine had neither. (Layers it holds under the same digest are the same bytes,
+    # which it never downloads again.)
+    for what in (f"manifests/{digest}", f"blobs/{case_id}"):
+        assert f'"GET /v2/{path}/{what} HTTP/1.1" 200' in served, served[-3000:]
     assert "warning: cannot pull" not in done.stderr
     assert json.loads(done.stdout)["patch_result"]["status"] == "passed"
     case = docker_client.images.get(f"{test_registry.prefix}/{CASE}")
