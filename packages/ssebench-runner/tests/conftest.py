@@ -12,7 +12,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from ssebench.conformance.fake import FakeBackend
-from ssebench.runner import _commands_eval, _commands_run
+from ssebench.runner import _commands_eval, _commands_run, _commands_verify
 from ssebench.runner._plan import RunOptions, RunPlan, plan_run
 from ssebench.runner.cli import app
 from ssebench.spec import Backend, contract
@@ -124,6 +124,7 @@ def use_backend(monkeypatch: pytest.MonkeyPatch) -> Callable[[Backend[Any]], Non
 
         monkeypatch.setattr(_commands_run, "get_backend", get_backend)
         monkeypatch.setattr(_commands_eval, "get_backend", get_backend)
+        monkeypatch.setattr(_commands_verify, "get_backend", get_backend)
 
     return use
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ssebench.runner._scan import LINE_MIN, added_lines, hidden_files
+from ssebench.runner._scan import LINE_MIN, SHORT_MIN, added_lines, hidden_files
 from ssebench.spec import load_dataset
 
 HOME = Path(__file__).parents[3]
@@ -38,11 +38,13 @@ def test_the_hidden_files_are_everything_but_the_crash_reports() -> None:
 def test_only_the_fixs_distinctive_added_lines_are_looked_for() -> None:
     patch = (
         "--- a/x.c\n+++ b/x.c\n@@ -1,2 +1,4 @@\n ctx\n-old line that goes away here\n"
-        "+    if (n > remaining) return TLV_ERR_TRUNCATED;\n+}\n+  return -1;\n"
+        "+    if (n > remaining) return TLV_ERR_TRUNCATED;\n+}\n+  return -1;\n+  n -= 2;\n"
     )
 
     assert added_lines(patch) == ["if (n > remaining) return TLV_ERR_TRUNCATED;"]
     assert all(len(line) >= LINE_MIN for line in added_lines(patch))
+    # Short ones are looked for too, in pairs: "return -1;" and nothing shorter than SHORT_MIN.
+    assert added_lines(patch, SHORT_MIN, LINE_MIN) == ["return -1;"]
 
 
 def scan(dataset: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -59,6 +61,24 @@ def scan(dataset: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
+SHORT_FIX = """\
+diff --git a/pyarchive/_limits.py b/pyarchive/_limits.py
+new file mode 100644
+--- /dev/null
++++ b/pyarchive/_limits.py
+@@ -0,0 +1,2 @@
++MAX_NAME = 4095
++MAX_PARTS = 64
+"""
+
+LEFT_BEHIND = {
+    # Both of the fix's short lines, re-indented among others: the fix.
+    "limits.txt": "# limits\n    MAX_PARTS = 64\nother = 1\n  MAX_NAME = 4095\n",
+    # One short line alone proves nothing.
+    "one-limit.txt": "MAX_NAME = 4095\n",
+}
+
+
 @pytest.mark.docker
 def test_scan_finds_a_patch_a_dockerfile_left_readable(tmp_path: Path) -> None:
     dataset = tmp_path / "leaky"
@@ -70,12 +90,23 @@ def test_scan_finds_a_patch_a_dockerfile_left_readable(tmp_path: Path) -> None:
     config.write_text(
         config.read_text().replace("id: pyarchive-path-traversal", "id: leaky-pyarchive")
     )
+    patch = task / "sse" / "diffs" / "patch.diff"
+    patch.write_text(patch.read_text() + SHORT_FIX)
+    (task / "left").mkdir()
+    for name, text in LEFT_BEHIND.items():
+        (task / "left" / name).write_text(text)
+    # The hidden tests re-indented: no copy of test.diff, its lines all there.
+    tests = (task / "sse" / "diffs" / "test.diff").read_text().splitlines()
+    reworked = [f"    {line[1:]}" for line in tests if line[:1] == "+" and line[:3] != "+++"]
+    (task / "left" / "notes.txt").write_text("\n".join(reworked) + "\n")
     dockerfile = task / "Dockerfile"
-    # The author's slip: the fix copied where anyone can read it.
+    # The author's slips: the fix copied where anyone can read it, and reworked copies of
+    # the fix's short lines and of a hidden test.
     dockerfile.write_text(
         dockerfile.read_text()
         + "COPY sse/diffs/patch.diff /usr/share/doc/pyarchive/fix.diff\n"
-        + "RUN chmod 0644 /usr/share/doc/pyarchive/fix.diff\n"
+        + "COPY left/ /usr/share/doc/pyarchive/left/\n"
+        + "RUN chmod -R a+rX /usr/share/doc/pyarchive\n"
     )
 
     outcome = scan(dataset, tmp_path, "--agents", "dummy")
@@ -92,6 +123,16 @@ def test_scan_finds_a_patch_a_dockerfile_left_readable(tmp_path: Path) -> None:
         "/usr/share/doc/pyarchive/fix.diff",
         "lines the fix (sse/diffs/patch.diff) adds, readable by model",
     ) in found
+    left = "/usr/share/doc/pyarchive/left"
+    assert (
+        f"{left}/limits.txt",
+        "short lines the fix (sse/diffs/patch.diff) adds, two or more, readable by model",
+    ) in found
+    assert (
+        f"{left}/notes.txt",
+        "lines the hidden tests (sse/diffs/test.diff) add, readable by model",
+    ) in found
+    assert not [where for where, _ in found if where.endswith("one-limit.txt")], found
     assert "/usr/share/doc/pyarchive/fix.diff" in outcome.stderr
 
 

@@ -7,14 +7,27 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import Result
+from typing_extensions import override
 
+from ssebench.conformance.fake import FakeBackend, FakeContainer, FakeImage
 from ssebench.runner._verify import verify_task
-from ssebench.spec import PatchResult, RunConfig, RuntimeResult, Summary, Task, load_dataset
+from ssebench.spec import (
+    ImageRequest,
+    Images,
+    PatchResult,
+    RunConfig,
+    RuntimeResult,
+    Summary,
+    Task,
+    contract,
+    load_dataset,
+)
 
 from .conftest import write_task
 
@@ -167,3 +180,69 @@ def test_verify_refuses_an_unknown_task_in_one_line(home: Path, cli: Cli) -> Non
 
     assert outcome.exit_code == 1
     assert outcome.stderr.startswith("ssebench: unknown task 'nope' in ")
+
+
+def _grade(status: str, pocs_passed: int) -> bytes:
+    checks = {"build_success": True, "func_test_success": True, "intent_test_success": True}
+    return json.dumps(
+        {
+            "patch_result": {"status": status, "pov_passed": pocs_passed, "pov_total": 1, **checks},
+            "runtime_result": {"agent_exit_code": 0},
+        }
+    ).encode()
+
+
+class ScannedFake(FakeBackend):
+    """Reference passes, dummy fails every PoC; its images' scan prints `found`."""
+
+    def __init__(self, found: bytes) -> None:
+        super().__init__()
+        self.found = found
+
+    @override
+    def prepare_images(self, request: ImageRequest) -> Images:
+        images = super().prepare_images(request)
+        graded = _grade("passed", 1) if request.agent.name == "reference" else _grade("failed", 0)
+
+        def program(container: FakeContainer) -> int:
+            container.write(f"{contract.RESULTS_DIR}/result.json", graded)
+            return 0
+
+        self.images[images.agent] = FakeImage(
+            files={f"{contract.TASK_DIR}/diffs/patch.diff": b"--- a/x\n+++ b/x\n"},
+            program=program,
+        )
+        return images
+
+    @override
+    def probe_image(
+        self, image: str, argv: Sequence[str], env: dict[str, str], timeout: float = 600
+    ) -> bytes:
+        self._enter("probe_image", image, argv, env, timeout)
+        return self.found
+
+
+@pytest.mark.parametrize("leaky", [False, True], ids=["clean", "leaky"])
+def test_a_leak_the_scan_finds_in_a_runs_image_makes_the_task_broken(
+    home: Path, cli: Cli, use_backend: Callable[[Any], None], leaky: bool
+) -> None:
+    for script in ("build.sh", "run.sh", "test.sh"):
+        (home / "datasets" / "demo" / "demo-task" / "sse" / script).chmod(0o755)
+    backend = ScannedFake(b"LINE fix /srv/left/fix.txt\n" if leaky else b"")
+    use_backend(backend)
+
+    outcome = cli("dataset", "verify", "--backend", "fake", "--json")
+
+    assert outcome.stdout, outcome.stderr
+    [verdict] = json.loads(outcome.stdout)
+    runs = {each["agent"]: each["outcome"] for each in verdict["runs"]}
+    assert runs == {"reference": "passed", "dummy": "failed"}, outcome.stderr
+    assert backend.methods.count("probe_image") == 2  # the reference's and dummy's images
+    if not leaky:
+        assert (outcome.exit_code, verdict["sound"], verdict["problems"]) == (0, True, [])
+        return
+    assert outcome.exit_code == 1
+    assert not verdict["sound"]
+    assert [problem.split(": ", 1)[1] for problem in verdict["problems"]] == [
+        "/srv/left/fix.txt: lines the fix (sse/diffs/patch.diff) adds, readable by model"
+    ] * 2
