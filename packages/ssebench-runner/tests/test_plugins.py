@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 from click.testing import Result
 
 from ssebench.conformance.fake import FakeBackend, FakeContainer, FakeImage
-from ssebench.spec import Backend, contract
+from ssebench.runner._plugins import stage_plugins
+from ssebench.spec import Backend, UserError, choose_plugins, contract, load_plugins
 
 from .conftest import run_args, run_dir
 from .fakes import fake_backend
@@ -259,3 +261,51 @@ def test_a_run_without_a_plugins_file_has_no_plugins(
     assert cli(*run_args()).exit_code == 0
     assert config_plugins() == []
     assert json.loads((run_dir() / "summary.json").read_text())["plugin_results"] == []
+
+
+def test_a_plugin_folder_holding_a_link_is_refused_before_anything_is_made(
+    home: Path, fake: FakeBackend, cli: Cli, tmp_path: Path
+) -> None:
+    path = write_plugins(home)
+    secret = tmp_path / "operator-key"
+    secret.write_text("do not copy\n")
+    link = path.parent / "lister" / "conf" / "key"
+    link.parent.mkdir()
+    link.symlink_to(secret)
+
+    message = refused(cli(*run_args("--plugin", "lister")), fake)
+
+    assert message == (
+        f"plugin 'lister': {link} is a link, and plugins are copied into a run without "
+        "links: put the file itself there"
+    )
+
+
+def test_staging_keeps_each_files_mode_and_copies_no_link(home: Path, tmp_path: Path) -> None:
+    path = write_plugins(home)
+    lister = path.parent / "lister"
+    (lister / "run.sh").chmod(0o750)
+    (lister / "token").write_text("root's only\n")
+    (lister / "token").chmod(0o600)
+    (lister / "private").mkdir(mode=0o700)
+    (lister / "private" / "notes").write_text("n\n")
+    (lister / "private" / "notes").chmod(0o640)
+    plugins = choose_plugins(load_plugins(path), ["lister"], path)
+
+    staged = stage_plugins(plugins, path.parent, tmp_path / "staged")
+
+    modes = {
+        str(item.relative_to(staged)): stat.S_IMODE(item.lstat().st_mode)
+        for item in staged.rglob("*")
+    }
+    assert modes == {
+        contract.PLUGINS_PLAN: 0o644,
+        "lister": stat.S_IMODE(lister.stat().st_mode),
+        "lister/run.sh": 0o750,
+        "lister/token": 0o600,
+        "lister/private": 0o700,
+        "lister/private/notes": 0o640,
+    }
+    (lister / "later").symlink_to("/etc/hostname")  # made after the plan was checked
+    with pytest.raises(UserError, match="is a link"):
+        stage_plugins(plugins, path.parent, tmp_path / "again")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 import msgspec
@@ -58,11 +57,29 @@ def run_plugins(
         return [], None
     path = _plugins_path(home)
     chosen = choose_plugins(load_plugins(path), list(names), path)
+    for plugin in chosen:
+        _refuse_links(path.parent / plugin.name, plugin.name)
     return chosen, (path.parent if chosen else None)
 
 
+def _refuse_links(folder: Path, name: str) -> None:
+    """Raises:
+    UserError: the plugin's folder holds a link (plugins are copied without links: one
+        could name any file of the host, a key say, and put it in the run).
+    """
+    for parent, folders, files in os.walk(folder):
+        for entry in (*folders, *files):
+            path = Path(parent, entry)
+            if path.is_symlink():
+                raise UserError(
+                    f"plugin {name!r}: {path} is a link, and plugins are copied into a run "
+                    "without links: put the file itself there"
+                )
+
+
 def stage_plugins(plugins: list[PluginConfig], source: Path, dest: Path) -> Path:
-    """Copy the chosen plugin folders and their plan into `dest`, readable by every user.
+    """Copy the chosen plugin folders and their plan into `dest`: no link (refused), every
+    file and folder with its own mode, so what its author kept from others stays so.
 
     Args:
         plugins: the run's plugins.
@@ -73,23 +90,16 @@ def stage_plugins(plugins: list[PluginConfig], source: Path, dest: Path) -> Path
         `dest`, to mount read-only at `contract.PLUGINS_DIR`.
 
     Raises:
+        UserError: a plugin's folder holds a link.
         OSError: a folder cannot be copied.
     """
     dest.mkdir(mode=0o755)
     for plugin in plugins:
-        # Links are followed: the copy holds files only, nothing pointing out of it.
-        shutil.copytree(source / plugin.name, dest / plugin.name, symlinks=False)
+        _refuse_links(source / plugin.name, plugin.name)  # again: it may have changed since
+        # symlinks=True: a link made after the check is copied as a link, never followed.
+        shutil.copytree(source / plugin.name, dest / plugin.name, symlinks=True)
+        _refuse_links(dest / plugin.name, plugin.name)
     (dest / contract.PLUGINS_PLAN).write_bytes(msgspec.json.encode(plugins))
-    _readable(dest)
+    (dest / contract.PLUGINS_PLAN).chmod(0o644)
+    dest.chmod(0o755)
     return dest
-
-
-def _readable(top: Path) -> None:
-    """Every folder 0755, every file readable by all and written by its owner only
-    (executables keep their x bits): `model` runs some of these plugins."""
-    for folder, _dirs, files in os.walk(top):
-        Path(folder).chmod(0o755)  # model must read the plugins it runs
-        for name in files:
-            path = Path(folder, name)
-            mode = stat.S_IMODE(path.lstat().st_mode)
-            path.chmod((mode & 0o755) | 0o444 | (0o111 if mode & 0o100 else 0))
