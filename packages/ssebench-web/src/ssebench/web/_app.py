@@ -32,7 +32,7 @@ from ssebench.spec import Backend, SSEBenchError, contract
 from ssebench.web._access import TokenGate
 from ssebench.web._assets import STATIC
 from ssebench.web._data import Catalogue, to_json
-from ssebench.web._terminal import SHELL, serve_terminal, user_of
+from ssebench.web._terminal import SHELL, refuse_terminal, serve_terminal, user_of
 
 DAEMON_VIEWS: Final = frozenset({"capabilities", "diff"})
 """What the page reads from a running run's daemon (GET, agent-facing, read-only)."""
@@ -63,7 +63,13 @@ def _page(name: str) -> FileResponse:
 
 
 def create_app(
-    backend: Backend[Any], results: Path, evals: Path, token: str, node_modules: Path
+    backend: Backend[Any],
+    results: Path,
+    evals: Path,
+    token: str,
+    node_modules: Path,
+    *,
+    allow_root_terminal: bool = False,
 ) -> ASGIApp:
     """The ASGI application, behind the token gate.
 
@@ -73,6 +79,8 @@ def create_app(
         evals: the evaluations' folder (`evals/`).
         token: what every request must carry.
         node_modules: where xterm.js is (see `_assets.node_modules`).
+        allow_root_terminal: whether the terminal may run a shell as root (else `model`
+            only).
     """
     catalogue = Catalogue(backend, results)
 
@@ -138,13 +146,27 @@ def create_app(
 
     async def terminal(socket: WebSocket) -> None:
         run_id = socket.path_params["run_id"]
-        user = user_of(socket.query_params.get("user"))
-        if not backend.supports_exec or user is None:
+        asked = socket.query_params.get("user")
+        user = user_of(asked, allow_root=allow_root_terminal)
+        if not backend.supports_exec:
             await socket.close(code=1008)
+            return
+        if user is None:
+            await refuse_terminal(
+                socket,
+                f"a shell runs as model{', or root' if allow_root_terminal else ''} only, "
+                f"not as {asked!r}"
+                + ("" if allow_root_terminal else " (root: ssebench web --allow-root-terminal)"),
+            )
             return
         info, folder = await run_in_threadpool(catalogue.find, run_id)
         if info is None or info.state != "running" or folder is None:
             await socket.close(code=1008)
+            return
+        if not (folder / contract.GRADED_MARKER).exists():
+            # Integrity rule (docs/integrity.md): no code of model's may start until the
+            # run is graded; the shell is model's (or root's, beside the agent's files).
+            await refuse_terminal(socket, f"run {run_id} is not graded yet")
             return
         try:
             argv = backend.exec_argv(info.handle, list(SHELL), user=user, tty=True, stdin=True)

@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import signal
 import struct
 import subprocess
@@ -29,7 +28,6 @@ from ssebench.spec.touched import mark_touched
 DEFAULT_USER: Final = "model"
 """Whom the shell runs as unless the page asks otherwise: the agent's own user."""
 
-USER_NAME: Final = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 SHELL: Final = ("/bin/bash", "-l")
 READ_SIZE: Final = 1 << 16
 
@@ -43,6 +41,13 @@ def _take_terminal() -> None:
 def _resize(descriptor: int, cols: int, rows: int) -> None:
     size = struct.pack("HHHH", max(1, min(rows, 1000)), max(1, min(cols, 1000)), 0, 0)
     fcntl.ioctl(descriptor, termios.TIOCSWINSZ, size)
+
+
+async def refuse_terminal(socket: WebSocket, why: str) -> None:
+    """Say in the terminal why no shell opens, then close (policy violation)."""
+    await socket.accept()
+    await socket.send_text(f"{why}; no shell was opened\r\n")
+    await socket.close(code=1008)
 
 
 async def serve_terminal(socket: WebSocket, argv: list[str], run_dir: Path, run_id: str) -> None:
@@ -144,8 +149,16 @@ def _end(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def user_of(asked: str | None) -> str | None:
-    """The user the shell runs as: `model` unless the page asked for a valid name."""
+ROOT_USER: Final = "root"
+"""The one other user a shell may run as, and only when `ssebench web
+--allow-root-terminal` says so."""
+
+
+def user_of(asked: str | None, *, allow_root: bool = False) -> str | None:
+    """The user the shell runs as: `model` unless the page asked for another; None for a
+    user the page may not have (root without `allow_root`, any other name)."""
     if asked is None or asked == "":
         return DEFAULT_USER
-    return asked if USER_NAME.fullmatch(asked) else None
+    if asked == DEFAULT_USER or (asked == ROOT_USER and allow_root):
+        return asked
+    return None

@@ -49,6 +49,13 @@ def web(
     backend: Annotated[
         str, typer.Option("--backend", envvar=BACKEND_ENV, help="The platform the runs are on.")
     ] = DEFAULT_BACKEND,
+    allow_root_terminal: Annotated[
+        bool,
+        typer.Option(
+            "--allow-root-terminal",
+            help="Let the terminal open root shells in graded kept runs (model only without).",
+        ),
+    ] = False,
 ) -> None:
     """Serve a web page that lists runs (live and recorded), shows one run's grade, checks,
     output, diff and dialog, an evaluation's report, and a terminal in a running run.
@@ -89,7 +96,9 @@ def web(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     url = f"http://{shown}:{bound}/?token={token}"
     print(f"ssebench web: serving the {chosen.name} backend's runs at\n    {url}", flush=True)
-    application = create_app(chosen, results, evals, token, assets)
+    application = create_app(
+        chosen, results, evals, token, assets, allow_root_terminal=allow_root_terminal
+    )
     if open_it:
         webbrowser.open(url)
     config = uvicorn.Config(application, log_level="warning", ws="websockets-sansio")
