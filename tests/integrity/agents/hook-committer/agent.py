@@ -3,7 +3,9 @@ checks through the bencher (where its difficulty allows) and through the MCP ser
 test_patch, and reports which `sse-runner` processes it sees after each.
 
 pyarchive's build and tests import the package, so the hook becomes a module the
-package imports; tlvkit's build and tests run `make`, so the Makefile runs it.
+package imports; tlvkit's tests and PoCs run programs linked with tlv.o, so a
+constructor in tlv.c runs it. (The task protects its Makefile and tests: a hook
+planted there is left out of every check, see test_protected_paths.py.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ def pytest_terminal_summary(terminalreporter):
 
     for line in _integrity_hook.LINES:
         terminalreporter.write_line(line)
+"""
+
+CONSTRUCTOR = f"""
+__attribute__((constructor)) static void integrity_hook(void) {{
+    if (system("{RUNTIME_PYTHON} -S tools/integrity_hook.py")) {{
+    }}
+}}
 """
 
 MCP_CLIENT = r"""
@@ -46,12 +55,9 @@ def plant() -> str:
         (tree / "tests" / "conftest.py").write_text(SHOW_IN_PYTEST)
         return "pyarchive/__init__.py imports pyarchive/_integrity_hook.py"
     shutil.copy(HOOK, tree / "tools" / "integrity_hook.py")
-    makefile = (tree / "Makefile").read_text()
-    recipe = "\t$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ tlv.c\n"
-    assert recipe in makefile, makefile
-    hooked = recipe + f"\t-@{RUNTIME_PYTHON} -S tools/integrity_hook.py\n"
-    (tree / "Makefile").write_text(makefile.replace(recipe, hooked))
-    return "the Makefile runs tools/integrity_hook.py when it compiles tlv.o"
+    source = tree / "tlv.c"
+    source.write_text("#include <stdlib.h>\n" + source.read_text() + CONSTRUCTOR)
+    return "a constructor in tlv.c runs tools/integrity_hook.py in every program linked with it"
 
 
 def main() -> None:
