@@ -16,7 +16,7 @@ pytestmark = pytest.mark.docker
 RESULTS = "/var/lib/ssebench/results"
 
 HOSTILE = r"""#!/bin/bash
-# Committed by the agent and run by the Makefile at every build.
+# Committed by the agent and run by the package, which every build imports.
 echo "uid=$(id -u) gid=$(id -g) groups=$(id -G) user=$(id -un)"
 cat /ssebench/diffs/patch.diff 2>/dev/null && echo "LEAK: read the reference patch"
 cat /ssebench/config.yaml 2>/dev/null && echo "LEAK: read the task config"
@@ -24,7 +24,7 @@ ls /ssebench-repo 2>/dev/null && echo "LEAK: listed /ssebench-repo"
 ls /var/lib/ssebench/results 2>/dev/null && echo "LEAK: listed the results"
 echo '{"patch_result": {}}' > /var/lib/ssebench/results/result.json 2>/dev/null \
   && echo "LEAK: wrote result.json"
-touch /src/tlvkit/planted 2>/dev/null && echo "LEAK: wrote into the agent's tree"
+touch /src/pyarchive/planted 2>/dev/null && echo "LEAK: wrote into the agent's tree"
 touch /ssebench-repo/planted 2>/dev/null && echo "LEAK: wrote into /ssebench-repo"
 ls /var/lib/ssebench-runner 2>/dev/null && echo "LEAK: listed the scratch directory"
 echo left-behind > /tmp/runner-file
@@ -33,7 +33,9 @@ setsid bash -c 'while :; do date +%N >> /tmp/heartbeat; sleep 0.1; done' <&- >&-
 echo "spawned"
 """
 
-MAKEFILE_HOOK = "all: hostile\n\n.PHONY: hostile\nhostile:\n\tbash ./hostile.sh\n\n"
+IMPORT_HOOK = "\nimport subprocess as _hook\n_hook.run(['bash', './hostile.sh'], check=False)\n"
+"""Appended to pyarchive/__init__.py: its build imports the package. (Not the Makefile of
+tlvkit, as before: the demo task protects it, so its changes are in no check.)"""
 
 
 def assert_contained(box: Box, answer: Answer, runner_uid: str) -> None:
@@ -46,7 +48,9 @@ def assert_contained(box: Box, answer: Answer, runner_uid: str) -> None:
     assert "LEAK" not in stdout, stdout
     assert box.processes("sse-runner") == []
     assert box.sh(f"test -e {RESULTS}/result.json").returncode != 0
-    assert box.sh("test -e /src/tlvkit/planted || test -e /ssebench-repo/planted").returncode != 0
+    assert (
+        box.sh("test -e /src/pyarchive/planted || test -e /ssebench-repo/planted").returncode != 0
+    )
     assert box.sh("test -e /tmp/runner-file").returncode != 0
     # Nothing is still writing the heartbeat (the sweep removed it).
     time.sleep(0.5)
@@ -56,19 +60,19 @@ def assert_contained(box: Box, answer: Answer, runner_uid: str) -> None:
 def test_a_hostile_build_runs_as_sse_runner_and_nothing_of_it_survives_the_check(
     daemon_in: StartBox,
 ) -> None:
-    box = daemon_in("tlvkit-heap-overflow", SSE_DIFFICULTY="0")
+    box = daemon_in("pyarchive-path-traversal", SSE_DIFFICULTY="0")
     runner_uid = box.out("id -u sse-runner").strip()
     commit = (
         f"cat > hostile.sh <<'SSE_END'\n{HOSTILE}SSE_END\n"
-        f"cat - Makefile > Makefile.new <<'SSE_END'\n{MAKEFILE_HOOK}SSE_END\n"
-        "mv Makefile.new Makefile && git add -A && "
+        f"cat >> pyarchive/__init__.py <<'SSE_END'\n{IMPORT_HOOK}SSE_END\n"
+        "git add -A && "
         "git -c user.name=a -c user.email=a@a commit -q -m 'build tweak' && "
         "git log --oneline | wc -l"
     )
     committed = box.ok(bash("agent", commit))
     assert committed["code"] == 0, committed
     assert committed["stdout"] == "2\n"
-    assert box.out("cat /src/tlvkit/hostile.sh", user="model") == HOSTILE
+    assert box.out("cat /src/pyarchive/hostile.sh", user="model") == HOSTILE
 
     # The agent phase: the agent asks for a build.
     assert_contained(box, box.one(bencher("agent", "build")), runner_uid)
@@ -158,13 +162,13 @@ printf 'fixed\n' >> README.md
 git commit -qam 'one'
 git commit -q --amend -m 'amended' -a
 head -c 3000 /dev/urandom > data.bin
-printf '\0\1\2binary\377' > tests/blob.dat
-chmod +x tests/test_archive.py
+mkdir docs && printf '\0\1\2binary\377' > docs/blob.dat
+chmod +x pyarchive/_archive.py
 ln -s pyarchive/_archive.py link-to-archive
 ln -s /etc/passwd absolute-link
 printf 'space\n' > 'with space.txt'
 printf 'newline\n' > "$(printf 'with\nnewline.txt')"
-rm pyproject.toml
+rm pyarchive/__main__.py
 git checkout -q --orphan rewritten
 git commit -qm 'history rewritten'
 )"""
@@ -199,10 +203,10 @@ def test_the_diff_captures_every_kind_of_change_whatever_happened_to_git(
         "README.md": "modified",
         "absolute-link": "added",
         "data.bin": "added",
+        "docs/blob.dat": "added",
         "link-to-archive": "added",
-        "pyproject.toml": "deleted",
-        "tests/blob.dat": "added",
-        "tests/test_archive.py": "modified",
+        "pyarchive/__main__.py": "deleted",
+        "pyarchive/_archive.py": "modified",
         "with space.txt": "added",
         "with\nnewline.txt": "added",
     }

@@ -60,7 +60,8 @@ deep() {  # $1/d/d/…/d/deep.txt, 1500 folders down (mkdir -p walks relatively:
 }
 """
 
-DEEP_HOOK = "all: deep\n\n.PHONY: deep\ndeep:\n\tbash ./deep.sh\n\n"
+DEEP_HOOK = "\nimport subprocess as _hook\n_hook.run(['bash', './deep.sh'], check=False)\n"
+"""Appended to pyarchive/__init__.py: its build and tests import the package."""
 
 DEEP_SCRIPT = f"""#!/bin/bash
 {DEEP}
@@ -74,14 +75,14 @@ echo made deep trees
 def test_trees_1500_folders_deep_are_graded_and_cleaned_up_never_a_500(
     daemon_in: StartBox,
 ) -> None:
-    box = daemon_in("tlvkit-heap-overflow", SSE_DIFFICULTY="0")
+    box = daemon_in("pyarchive-path-traversal", SSE_DIFFICULTY="0")
     made = box.ok(
         bash(
             "agent",
             f"{DEEP}\nmkdir agent-deep && deep agent-deep && "
             f"cat > deep.sh <<'SSE_END'\n{DEEP_SCRIPT}SSE_END\n"
-            f"cat - Makefile > Makefile.new <<'SSE_END'\n{DEEP_HOOK}SSE_END\n"
-            "mv Makefile.new Makefile && echo ok",
+            f"cat >> pyarchive/__init__.py <<'SSE_END'\n{DEEP_HOOK}SSE_END\n"
+            "echo ok",
         )
     )
     assert made["stdout"] == "ok\n", made
@@ -106,12 +107,14 @@ set -e
 mv /usr/bin/git /usr/bin/git.image
 cat > /usr/bin/git <<'SCRIPT'
 #!/bin/sh
-echo "$(id -u) $*" >> /tmp/image-git-callers
+echo "$(id -u) $*" >> /srv/image-git-callers
 exec /usr/bin/git.image "$@"
 SCRIPT
 chmod 755 /usr/bin/git
-touch /tmp/image-git-callers && chmod 666 /tmp/image-git-callers
+mkdir -p /srv && touch /srv/image-git-callers && chmod 666 /srv/image-git-callers
 """
+"""The record is out of /tmp, where the daemon's sweeps remove what model and sse-runner
+wrote during a check or the agent phase."""
 
 
 def test_the_daemon_runs_the_runtimes_git_never_the_images(daemon_in: StartBox) -> None:
@@ -128,5 +131,5 @@ def test_the_daemon_runs_the_runtimes_git_never_the_images(daemon_in: StartBox) 
     assert box.ok(post("admin", "/prepare_grading"))["success"] is True
     assert "+# touched" in box.out(f"cat {RESULTS}/final.patch")
 
-    callers = box.out("cat /tmp/image-git-callers").splitlines()
+    callers = box.out("cat /srv/image-git-callers").splitlines()
     assert callers == ["1000 status --short"], callers

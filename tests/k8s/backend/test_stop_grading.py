@@ -1,7 +1,7 @@
 """`ssebench runs stop` while the evaluator grades, on the cluster, in both modes.
 
-The slow-grader test agent makes the task's build take a minute, so grading is in
-progress when the stop lands. The run must be recorded as stopped, with the error
+The slow-grader test agent makes the task's build take a minute (the package the
+build imports sleeps), so grading is in progress when the stop lands. The run must be recorded as stopped, with the error
 grade the entrypoint wrote ("during the grading phase") and every log written so
 far; after `runs remove` nothing of the run is left.
 """
@@ -22,12 +22,12 @@ from .test_runs import SSEBENCH, TASKS, _cli, _gone, _leftovers, _wait_for_line
 pytestmark = pytest.mark.k8s
 
 AGENT = "slow-grader"
-TASK = TASKS[1]  # tlvkit: a Makefile project
+TASK = TASKS[0]  # pyarchive: its build imports the package
 
 
 @pytest.fixture(scope="session")
 def pushed_slow_grader(kube: client.ApiClient) -> str:
-    """The slow-grader's images for the tlvkit task, both modes, in the cluster's registry."""
+    """The slow-grader's images for the pyarchive task, both modes, in the cluster's registry."""
     env = {
         **os.environ,
         "SSEBENCH_REGISTRY": REGISTRY,
