@@ -1,9 +1,10 @@
 """`ssebench runs stop` while the evaluator grades, on the cluster, in both modes.
 
 The slow-grader test agent makes the task's build take a minute (the package the
-build imports sleeps), so grading is in progress when the stop lands. The run must be recorded as stopped, with the error
-grade the entrypoint wrote ("during the grading phase") and every log written so
-far; after `runs remove` nothing of the run is left.
+build imports sleeps), so grading is in progress when the stop lands. The run must
+be recorded as stopped, with the error grade the entrypoint wrote ("during the
+grading phase") and every log written so far; after `runs remove` nothing of the
+run is left.
 """
 
 from __future__ import annotations
