@@ -88,7 +88,7 @@ def test_runs_stop_while_grading_records_the_error_and_the_logs_then_remove_clea
     assert (run_dir / "evaluator.log").is_file()
     assert (run_dir / "entrypoint.log").read_text()
     assert (run_dir / "daemon.log").read_text()
-    assert ".PHONY: slow-grading" in (run_dir / "final.patch").read_text()
+    assert "+_slow.sleep(60)" in (run_dir / "final.patch").read_text()
 
     # A kept run stays until `runs remove`; then nothing of it is left.
     assert _leftovers(kube, backend_namespace, run_id) != []
