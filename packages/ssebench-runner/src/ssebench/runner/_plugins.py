@@ -95,8 +95,8 @@ def stage_plugins(plugins: list[PluginConfig], source: Path, dest: Path) -> Path
     """
     dest.mkdir(mode=0o755)
     for plugin in plugins:
-        _refuse_links(source / plugin.name, plugin.name)  # again: it may have changed since
-        # symlinks=True: a link made after the check is copied as a link, never followed.
+        # symlinks=True: a link made since `run_plugins` checked is copied as a link, never
+        # followed, and the copy is what is checked.
         shutil.copytree(source / plugin.name, dest / plugin.name, symlinks=True)
         _refuse_links(dest / plugin.name, plugin.name)
     (dest / contract.PLUGINS_PLAN).write_bytes(msgspec.json.encode(plugins))

@@ -20,7 +20,7 @@ from ssebench.spec._task import (
     load_task_config,
     validate_task_id,
 )
-from ssebench.spec._task_check import TaskCheck, protection_problems, task_problems
+from ssebench.spec._task_check import TaskCheck, task_findings
 
 HOME_ENV: Final = settings.HOME.name
 """Environment variable that names the home explicitly."""
@@ -185,7 +185,7 @@ def load_dataset(dataset: Path) -> list[Task]:
 
 def check_dataset(dataset: Path) -> list[TaskCheck]:
     """Every task folder of a dataset, sorted, each loaded if it can be and with every problem
-    found before a build (`task_problems`): one broken task never hides the next.
+    found before a build (`task_findings`): one broken task never hides the next.
 
     Raises:
         UserError: the folder or its dataset.yaml is missing.
@@ -209,8 +209,7 @@ def check_dataset(dataset: Path) -> list[TaskCheck]:
         except UserError as exc:
             problems = [str(exc)]
         else:
-            problems = task_problems(task)
-            warnings = protection_problems(task)[1]
+            problems, warnings = task_findings(task)
         found.append(
             TaskCheck(
                 id=folder.name,

@@ -247,20 +247,26 @@ def protection_problems(task: Task) -> tuple[list[str], list[str]]:
     return problems, warnings
 
 
-def task_problems(task: Task) -> list[str]:
-    """Everything wrong with a loaded task that shows before a build: missing files,
-    Dockerfile lines that cannot build offline, protected globs that cannot be used or
-    cover the reference fix; empty when there is nothing."""
+def task_findings(task: Task) -> tuple[list[str], list[str]]:
+    """Everything wrong with a loaded task that shows before a build, as (problems,
+    warnings): missing files, protected globs that cannot be used or cover the reference
+    fix, Dockerfile lines that cannot build offline; the warnings of
+    `protection_problems`."""
     folder = Path(task.folder)
-    found = missing_files(folder, task.config)
-    found += protection_problems(task)[0]
+    protection, warnings = protection_problems(task)
+    found = missing_files(folder, task.config) + protection
     try:
         text = (folder / "Dockerfile").read_text(errors="replace")
     except OSError as exc:
         found.append(f"Dockerfile cannot be read: {exc.strerror or exc}")
     else:
         found += dockerfile_problems(text)
-    return found
+    return found, warnings
+
+
+def task_problems(task: Task) -> list[str]:
+    """`task_findings`' problems; empty when there is nothing."""
+    return task_findings(task)[0]
 
 
 def check_task_files(task: Task) -> None:

@@ -215,6 +215,12 @@ class ProtectedPaths:
         return kept, dropped
 
 
+def listed(paths: Sequence[str], most: int) -> str:
+    """Paths as a message names them: the first `most`, then how many more."""
+    shown = ", ".join(paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
 def protected_paths(protected: Sequence[str] | None, language: str) -> ProtectedPaths:
     """What a task protects: its own list, or its language's default when it has none.
 

@@ -45,6 +45,7 @@ from ssebench.daemon._messages import (
     ProjectResponse,
 )
 from ssebench.spec import ErrorSource, PatchResult, Status, contract
+from ssebench.spec.protected import listed
 
 LOG_TAIL_CHARS: Final = 32 * 1024
 """Characters of each output stream kept in `error_log` (its end; the full log is a check log)."""
@@ -250,7 +251,10 @@ class Grade:
             status = "passed" if self.all_passed() else "failed"
         error_msg = self.error_msg
         if self.dropped and status == "failed" and error_msg is not None:
-            error_msg += f" (graded without the agent's changes to {_listed(self.dropped)})"
+            error_msg += (
+                " (graded without the agent's changes to protected paths: "
+                f"{listed(self.dropped, 5)})"
+            )
         return PatchResult(
             status=status,
             build_success=self.build_success,
@@ -263,14 +267,6 @@ class Grade:
             error_source=source,
             dropped=self.dropped,
         )
-
-
-def _listed(paths: list[str], most: int = 5) -> str:
-    """Protected paths as a grade's message names them."""
-    shown = ", ".join(paths[:most])
-    return f"protected paths: {shown}" + (
-        f" and {len(paths) - most} more" if len(paths) > most else ""
-    )
 
 
 def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:

@@ -46,6 +46,7 @@ from ssebench.daemon.server._stage import Stage, StageError, named_files
 from ssebench.daemon.server._sweep import SHARED_DIRS, Sweeper
 from ssebench.daemon.server._tree import copy_tree, remove_tree
 from ssebench.spec import TaskConfig
+from ssebench.spec.protected import listed
 
 log = logging.getLogger("ssebench.daemon")
 
@@ -195,12 +196,9 @@ def _noting_dropped(response: BencherResponse, dropped: list[str]) -> BencherRes
     """The answer, telling the agent which of its changes the check left out."""
     if not dropped:
         return response
-    shown = ", ".join(dropped[:20]) + (
-        f" and {len(dropped) - 20} more" if len(dropped) > 20 else ""
-    )
     note = (
         f"ssebench: your changes to protected paths were left out, as grading leaves them "
-        f"out: {shown}\n"
+        f"out: {listed(dropped, 20)}\n"
     )
     return msgspec.structs.replace(response, stderr=response.stderr + note)
 
