@@ -28,6 +28,8 @@ from ssebench.daemon.server._sweep import (
 )
 from ssebench.daemon.server._tree import copy_tree
 
+from .test_tree import descriptors_into
+
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="giving files to other users needs root (the daemon is root)"
 )
@@ -179,26 +181,7 @@ def test_a_tree_thousands_of_folders_deep_goes_with_two_descriptors(tmp_path: Pa
 
     assert sweep_tree(str(root), AS_RUNNER) == [str(top)]
     assert not top.exists()
-    # Not a count of the process's descriptors: other threads of a test worker open and
-    # close theirs meanwhile (a count once fell from 26 to 19 in CI).
     assert descriptors_into(top) == []
-
-
-def descriptors_into(folder: Path) -> list[str]:
-    """What this process's open descriptors name inside `folder` (deleted or not)."""
-    found = []
-    for entry in Path("/proc/self/fd").iterdir():
-        try:
-            target = str(entry.readlink())
-        except FileNotFoundError:
-            continue  # closed meanwhile
-        except OSError as exc:
-            # Only the deep tree has names past PATH_MAX in a test worker.
-            found.append(f"descriptor {entry.name}: {exc.strerror}")
-            continue
-        if target.startswith(f"{folder}/") or target in (str(folder), f"{folder} (deleted)"):
-            found.append(target)
-    return found
 
 
 def test_the_agent_trees_are_left_alone_and_only_searchable_folders_are_entered(
