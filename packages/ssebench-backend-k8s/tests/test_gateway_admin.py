@@ -13,12 +13,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from starlette.testclient import TestClient
 
 from ssebench.backends.docker import _gateway_store
 from ssebench.backends.k8s import _gateway
+from ssebench.spec import BackendError
 
 ADMIN = Path(__file__).resolve().parents[3] / "images/proxy/ssebench_gateway_admin.py"
 TOKEN = "t" * 43
@@ -136,3 +140,63 @@ def test_a_close_that_waits_for_a_call_in_flight_holds_up_no_other_runs_key(
     assert time.monotonic() - started < _gateway_store.SETTLE_WAIT / 2
     assert closing.is_alive()  # still waiting for the call to settle
     closing.join()
+
+
+class _Answer:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _flapping(http: TestClient, unready: int) -> tuple[list[int], object]:
+    """A stand-in for the API server's service proxy: 503 (no ready pod behind the
+    Service) for the first `unready` calls, then the admin route itself."""
+    seen: list[int] = []
+
+    def request(api: object, method: str, path: str, **kwargs: Any) -> _Answer:
+        seen.append(len(seen))
+        if len(seen) <= unready:
+            raise ApiException(status=503, reason="Service Unavailable")
+        route = path.split("/proxy", 1)[1]
+        reply = http.request(method, route, headers=kwargs["headers"], json=kwargs["body"])
+        return _Answer(reply.content)
+
+    return seen, request
+
+
+def test_an_admin_call_waits_out_a_gateway_pod_that_is_briefly_unready(
+    http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A readiness probe that misses on a busy node takes the pod out of its Service
+    for a moment: the call is sent again, not reported as a gateway that does not run."""
+    seen, request = _flapping(http, unready=3)
+    monkeypatch.setattr(_gateway.rest, "request", request)
+    monkeypatch.setattr(_gateway, "_UNREADY_PAUSE", 0.01, raising=False)
+    info = _gateway.admin_call(client.ApiClient(), "gw", TOKEN, "GET", "/info")
+    assert len(seen) == 4 and info["models"] == ["m"]
+
+
+def test_an_admin_call_to_a_gateway_unready_past_the_wait_says_none_runs(
+    http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen, request = _flapping(http, unready=10**6)
+    monkeypatch.setattr(_gateway.rest, "request", request)
+    monkeypatch.setattr(_gateway, "_UNREADY_PAUSE", 0.01)
+    monkeypatch.setattr(_gateway, "UNREADY_WAIT", 0.2)
+    with pytest.raises(BackendError, match="no model gateway runs in namespace gw"):
+        _gateway.admin_call(client.ApiClient(), "gw", TOKEN, "GET", "/info")
+    assert len(seen) > 1
+
+
+def test_an_admin_call_with_no_service_at_all_says_none_runs_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+
+    def request(api: object, method: str, path: str, **kwargs: Any) -> _Answer:
+        seen.append(path)
+        raise ApiException(status=404, reason="Not Found")
+
+    monkeypatch.setattr(_gateway.rest, "request", request)
+    with pytest.raises(BackendError, match="no model gateway runs in namespace gw"):
+        _gateway.admin_call(client.ApiClient(), "gw", TOKEN, "GET", "/info")
+    assert len(seen) == 1

@@ -28,7 +28,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import msgspec
 import urllib3.exceptions
@@ -79,6 +79,13 @@ ADMIN: Final = ("python3.11", "-m", "ssebench_gateway_admin")
 _TIMEOUT: Final = 60.0
 """Seconds one admin call may take (a close waits for the run's last calls to settle)."""
 
+UNREADY_WAIT: Final = 60.0
+"""Seconds an admin call waits for a gateway pod that is there but not ready (the API
+server answers 503: the call never reached it, so it is sent again). A pod whose probe
+missed a beat on a busy node is not a gateway that does not run."""
+
+_UNREADY_PAUSE: Final = 2.0
+
 
 def _not_running(ns: str) -> str:
     return (
@@ -121,33 +128,24 @@ def admin_call(
     """
     path = f"/api/v1/namespaces/{gateway_ns}/services/{ADMIN_SERVICE}/proxy{route}"
     what = f"the model gateway's admin route ({method} {route.split('/')[1]})"
-    try:
-        answer = rest.request(
-            api,
-            method,
-            path,
-            body=body if method == "POST" else None,
-            headers={TOKEN_HEADER: token},
-            timeout=_TIMEOUT,
-        )
-    except ApiException as exc:
-        status = exc.status or 0
-        if status in (404, 503):  # no Service, or no ready pod behind it
-            raise BackendError(_not_running(gateway_ns)) from None
-        if status == 403:
-            raise BackendError(
-                f"{what}: the cluster refused (403): the backend's identity needs "
-                f"gateway-role.yaml's Role in namespace {gateway_ns}"
-            ) from None
-        if status == 401:
-            raise BackendError(
-                f"{what}: refused (401): the token of the Secret {TOKEN_SECRET} is not the "
-                "gateway's, or the cluster did not take these credentials; run "
-                "`ssebench proxy up --backend k8s` again"
-            ) from None
-        raise BackendError(f"{what} failed: the cluster answered {status}") from None
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise BackendError(f"{what} failed: {type(exc).__name__}") from None
+    deadline = time.monotonic() + UNREADY_WAIT
+    while True:
+        try:
+            answer = rest.request(
+                api,
+                method,
+                path,
+                body=body if method == "POST" else None,
+                headers={TOKEN_HEADER: token},
+                timeout=_TIMEOUT,
+            )
+            break
+        except ApiException as exc:
+            if exc.status != 503 or time.monotonic() >= deadline:
+                _refused(exc, gateway_ns, what)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BackendError(f"{what} failed: {type(exc).__name__}") from None
+        time.sleep(_UNREADY_PAUSE)
     try:
         decoded = json.loads(answer.data)
     except ValueError:
@@ -155,6 +153,25 @@ def admin_call(
     if not isinstance(decoded, dict):
         raise BackendError(f"{what} gave no answer")
     return decoded
+
+
+def _refused(exc: ApiException, gateway_ns: str, what: str) -> NoReturn:
+    """The error of an admin call the API server or the gateway refused."""
+    status = exc.status or 0
+    if status in (404, 503):  # no Service, or no ready pod behind it
+        raise BackendError(_not_running(gateway_ns)) from None
+    if status == 403:
+        raise BackendError(
+            f"{what}: the cluster refused (403): the backend's identity needs "
+            f"gateway-role.yaml's Role in namespace {gateway_ns}"
+        ) from None
+    if status == 401:
+        raise BackendError(
+            f"{what}: refused (401): the token of the Secret {TOKEN_SECRET} is not the "
+            "gateway's, or the cluster did not take these credentials; run "
+            "`ssebench proxy up --backend k8s` again"
+        ) from None
+    raise BackendError(f"{what} failed: the cluster answered {status}") from None
 
 
 class K8sGateway(ModelGateway):

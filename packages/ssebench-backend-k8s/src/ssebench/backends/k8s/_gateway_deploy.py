@@ -111,11 +111,14 @@ def _served(config: dict[str, Any]) -> list[str]:
 
 
 def _ready_on(port: int, path: str) -> client.V1Probe:
+    # Checked every second, so that `up` sees a new pod ready soon; taken out of its
+    # Service only after ten misses in a row: a proxy slow to answer on a busy node is
+    # still the gateway, and an unready pod is "no gateway" to every run.
     return client.V1Probe(
         http_get=client.V1HTTPGetAction(path=path, port=port),
         period_seconds=1,
-        timeout_seconds=2,
-        failure_threshold=3,
+        timeout_seconds=5,
+        failure_threshold=10,
     )
 
 
