@@ -31,6 +31,7 @@ from ssebench.spec import (
     TaskFiles,
     TaskScripts,
     UserError,
+    contract,
     decode_json,
     encode_json,
     prebuilt_images,
@@ -150,9 +151,10 @@ def test_a_sidecar_run_without_a_pair_is_refused() -> None:
         run_spec(mode="sidecar")
 
 
-def test_a_sandbox_run_with_a_pair_is_refused() -> None:
-    with pytest.raises(UserError, match="sandbox run takes no SidecarPair"):
-        run_spec(sidecar=PAIR)
+def test_a_sandbox_runs_pair_is_a_checker_pair() -> None:
+    with pytest.raises(UserError, match="sandbox run's SidecarPair is a checker pair"):
+        run_spec(sidecar=msgspec.structs.replace(PAIR, checker=False))
+    assert run_spec(sidecar=msgspec.structs.replace(PAIR, checker=True)).sidecar is not None
 
 
 def test_a_pair_names_its_volumes_after_the_run_and_shares_what_both_containers_need() -> None:
@@ -166,12 +168,28 @@ def test_a_pair_names_its_volumes_after_the_run_and_shares_what_both_containers_
         "SSE_ARCHIVE": "/tmp/sse-archive",
         "SSE_DAEMON_SOCKET": "/run/ssebench/sse.sock",
     }
-    assert PAIR.environment_env() == {**PAIR.shared_env(), "SSE_CHECK_TIMEOUT": "60"}
+    # The checker also gets the agent's time limit (its fallback when no report comes).
+    assert PAIR.environment_env() == {
+        **PAIR.shared_env(),
+        "SSE_CHECK_TIMEOUT": "60",
+        "TIMEOUT": "3600",
+    }
     results = Mount(target="/var/lib/ssebench/results", source="/h/run")
     archive = Mount(target="/tmp/sse-archive", source="/h/run/archive")
     assert PAIR.shared_mounts(results, archive) == [results, archive, *PAIR.volumes]
     sidecar = run_spec(mode="sidecar", sidecar=PAIR)
     assert sidecar.sidecar == PAIR
+
+
+def test_a_pair_hands_the_checker_the_runs_key_only_when_a_plugin_uses_the_model() -> None:
+    run_env = {"SSE_API_KEY": SECRET, "SSE_BASE_URL": "http://gw:4000", "SSE_DIFFICULTY": "2"}
+    assert "SSE_API_KEY" not in PAIR.environment_env(run_env)
+    keyed = msgspec.structs.replace(PAIR, model_key=True)
+    found = keyed.environment_env(run_env)
+    assert (found["SSE_API_KEY"], found["SSE_BASE_URL"]) == (SECRET, "http://gw:4000")
+    # The key is never the pair's own: its record and repr carry the flag alone.
+    for text in (repr(keyed), encode_json(keyed).decode()):
+        assert SECRET not in text
 
 
 @pytest.mark.parametrize(
@@ -231,7 +249,8 @@ def test_prebuilt_images_are_named_under_the_registry(monkeypatch: pytest.Monkey
     task = msgspec.structs.replace(TASK, id="Demo-Task")
     request = ImageRequest(mode="sandbox", task=task, agent=AGENT)
     assert prebuilt_images(request) == Images(
-        agent="registry.example:5000/team/agent-dummy/demo-task:1"
+        agent="registry.example:5000/team/agent-dummy/demo-task:1",
+        environment=f"registry.example:5000/team/tool/demo-task:{ssebench.spec.runtime_version()}",
     )
     sidecar = prebuilt_images(msgspec.structs.replace(request, mode="sidecar"))
     assert sidecar.agent == "registry.example:5000/team/agent-dummy/sidecar:1"
@@ -310,3 +329,16 @@ def test_the_outcomes_are_the_designs_seven_in_their_order() -> None:
         "passed",
         "failed",
     )
+
+
+def test_the_launchers_exit_line_and_the_report_command_are_read_and_made_in_one_place() -> None:
+    assert contract.exit_line_status(f"{contract.AGENT_EXIT_LINE}124") == 124
+    for other in ("agent: done", f"{contract.AGENT_EXIT_LINE}", f"{contract.AGENT_EXIT_LINE}-1"):
+        assert contract.exit_line_status(other) is None
+    assert contract.report_command(7) == [
+        contract.RUNTIME_PYTHON,
+        "-I",
+        "-m",
+        contract.REPORT_MODULE,
+        "7",
+    ]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ssebench.spec import catalog, contract, labels, lease, reaper, recording, terminal
-    from ssebench.spec._backend import Backend
+    from ssebench.spec._backend import Backend, refuse_in_agent_container
     from ssebench.spec._base import Message, UserInput
     from ssebench.spec._codec import decode_json, encode_json, load_yaml_file, read_json
     from ssebench.spec._dialog import DialogEntry, DialogUsage
@@ -253,6 +253,7 @@ _HOMES: dict[str, str] = {
     "load_yaml_file": "ssebench.spec._codec",
     "prebuilt_images": "ssebench.spec._images",
     "read_json": "ssebench.spec._codec",
+    "refuse_in_agent_container": "ssebench.spec._backend",
     "registry": "ssebench.spec._images",
     "runtime_version": "ssebench.spec._images",
     "unique_entry_points": "ssebench.spec._discovery",
@@ -437,6 +438,7 @@ __all__ = [
     "read_json",
     "reaper",
     "recording",
+    "refuse_in_agent_container",
     "registry",
     "run_resources",
     "runtime_version",

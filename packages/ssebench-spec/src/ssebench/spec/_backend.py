@@ -18,6 +18,20 @@ from ssebench.spec._run import ContainerRole, RunHandle, RunInfo, RunSpec
 HandleT = TypeVar("HandleT", bound=RunHandle)
 
 
+def refuse_in_agent_container(user: str | None) -> None:
+    """Refuse a command in a checker pair's agent container as anyone but `model`
+    (`exec_argv`): no root process ever runs there (docs/integrity.md).
+
+    Raises:
+        BackendError: `user` is not model.
+    """
+    if not contract.is_model_user(user):
+        raise BackendError(
+            f"the agent container runs {contract.MODEL_USER} only, never {user!r}: "
+            "leave the user out, or use the task container"
+        )
+
+
 class Backend(abc.ABC, Generic[HandleT]):
     """Carries out runs on one container platform.
 
@@ -164,8 +178,10 @@ class Backend(abc.ABC, Generic[HandleT]):
     def endpoint(self, handle: HandleT, port: int, container: ContainerRole = "task") -> str:
         """`http://host:port` at which this machine reaches `port` of the run's container.
 
-        `container` chooses the container of a sidecar run: the task container (the
-        default) or the agent's; a sandbox run's one container is both.
+        `container` chooses the container of a run: the task container (the checker,
+        the default) or the agent's; a run in one container is both. In the agent
+        container of a checker pair a command runs as `model` only
+        (`refuse_in_agent_container`).
         The URL stays valid after this call returns and after the calling
         process exits; it carries no credentials.
 
@@ -188,8 +204,8 @@ class Backend(abc.ABC, Generic[HandleT]):
     ) -> list[str]:
         """The argument vector of a local command that runs `command` in the run's container.
 
-        `container` chooses the container of a sidecar run: the task container (the
-        default) or the agent's; a sandbox run's one container is both.
+        `container` chooses the container of a run: the task container (the checker,
+        the default) or the agent's; a run in one container is both.
         `command` reaches the container as separate arguments, never parsed by
         a shell. Each of `env_names` reaches the container's process with the
         value it has in the caller's environment; the vector never carries a

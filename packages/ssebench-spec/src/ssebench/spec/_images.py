@@ -71,8 +71,11 @@ class ImageRequest(Message, kw_only=True, frozen=True):
 class Images(Message, kw_only=True, frozen=True):
     """The images of one run.
 
-    `agent` is the image the run waits for (the whole run in sandbox mode, the
-    agent runtime in sidecar mode); `environment` is the sidecar task image.
+    `agent` is the agent container's image (the agent on the open tool layer in
+    sandbox mode, on the task-independent runtime base in sidecar mode);
+    `environment` is the checker's, the task's tool image (`tool/<task>`, or the
+    `--tool-layer` built, in sandbox mode; `tool-sidecar/<task>` in sidecar mode).
+    A backend that runs a sandbox run in one container gives none.
     """
 
     agent: str
@@ -93,7 +96,10 @@ def prebuilt_images(request: ImageRequest) -> Images:
     agent = request.agent
     task_id = request.task.id.lower()
     if request.mode == "sandbox":
-        return Images(agent=f"{prefix}/agent-{agent.name}/{task_id}:{agent.version}")
+        return Images(
+            agent=f"{prefix}/agent-{agent.name}/{task_id}:{agent.version}",
+            environment=f"{prefix}/tool/{task_id}:{runtime_version()}",
+        )
     return Images(
         agent=f"{prefix}/agent-{agent.name}/sidecar:{agent.version}",
         environment=f"{prefix}/tool-sidecar/{task_id}:{runtime_version()}",

@@ -18,7 +18,8 @@ Egress = Literal["restricted", "open"]
 RunState = Literal["created", "running", "exited", "unknown"]
 ContainerRole = Literal["task", "agent"]
 """Which container of a run `endpoint` and `exec_argv` reach: the task container (the
-default; the daemon, the project) or the agent's. A sandbox run's one container is both."""
+checker, the default; the daemon, the project) or the agent's. A run in one container
+(kept from before both modes had two, or a backend's own) is both."""
 
 
 class Mount(Message, kw_only=True, frozen=True):
@@ -55,9 +56,18 @@ SIDECAR_ENVIRONMENT_ENV: Final = (
     *SIDECAR_SHARED_ENV,
     contract.ENV_CHECK_TIMEOUT,
     contract.ENV_PIDS_LIMIT,
+    contract.ENV_TIMEOUT,
+    contract.ENV_KEEP_ALIVE,
+    contract.ENV_MODEL_NAME,
 )
-"""What the environment (task) container gets: the daemon's settings and the process
-limit its supervisor holds, never a secret."""
+"""What the checker (the environment, or task, container) gets: the daemon's and the
+entrypoint's settings, the process limit its supervisor holds, the agent's time limit
+(the checker's fallback when no report of the agent's end comes) and the model's name
+for the grade; never a secret."""
+
+MODEL_KEY_ENV: Final = (contract.ENV_API_KEY, contract.ENV_BASE_URL)
+"""What the checker also gets from the run's variables when a plugin of the run uses the
+model (`SidecarPair.model_key`): the run's key and the gateway's URL."""
 
 SOURCE_VOLUME: Final = "source"
 """The suffix of the volume holding the project's source tree (owned by `model`)."""
@@ -67,11 +77,25 @@ SOCKETS_VOLUME: Final = "sockets"
 
 
 class SidecarPair(Message, kw_only=True, frozen=True):
-    """Sidecar mode: the task container and what it shares with the agent's.
+    """A run's second container, the checker or the task container, and what it shares
+    with the agent's (both modes; the runner gives every run one).
 
-    `RunSpec.image` is the agent container, which the run waits for; this is
-    the other one, the environment (task) container with the daemon, which
-    starts first and keeps running until the agent container exits.
+    `RunSpec.image` is the agent container; this is the other one, the environment
+    (task) container, which starts first. Its image is the task's tool image in
+    both modes (`Images.environment`); the modes differ in the agent's image.
+
+    With `checker` (what the runner asks for), the environment container is the
+    run's checker: the task's tool image running SSEBench's entrypoint as root with
+    `contract.AGENT_CONTAINER_FLAG` (daemon, MCP server, evaluator), whose end is the
+    run's; the agent container runs SSEBench's launcher (`contract.LAUNCHER_MODULE`)
+    as `model` (uid 1000, no capability), without the results; the backend watches
+    it, and once the agent's process ended (its container exited, or in a kept run
+    the launcher printed `contract.AGENT_EXIT_LINE`; 124 past `TIMEOUT`) copies its
+    output into `agent.log` (`contract.capped_output`) and runs
+    `contract.REPORT_MODULE` with the status in the checker, as root. Without it
+    (the conformance suite's probe pairs, until they move), each container runs its
+    image's own entrypoint, the agent container is the awaited one, and the
+    environment container keeps running until it is stopped.
 
     `volumes` are the two run-scoped volumes both containers mount (the source
     tree at `source_dir`, the sockets at `/run/ssebench`); the backend creates
@@ -86,6 +110,12 @@ class SidecarPair(Message, kw_only=True, frozen=True):
     source_dir: str
     volumes: list[Mount]
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    checker: bool = False
+    model_key: bool = False
+    """The checker also gets `MODEL_KEY_ENV` from `RunSpec.env` (the run's key, from where
+    the backend keeps the run's secrets, never from `env`): a plugin of the run uses the
+    model (`llm`), and plugins run in the checker. The entrypoint hands the key to those
+    plugins alone; no check, service or other plugin sees it."""
 
     def __post_init__(self) -> None:
         if not self.source_dir.startswith("/"):
@@ -98,7 +128,14 @@ class SidecarPair(Message, kw_only=True, frozen=True):
 
     @classmethod
     def create(
-        cls, *, run_id: str, environment_image: str, source_dir: str, env: Mapping[str, str]
+        cls,
+        *,
+        run_id: str,
+        environment_image: str,
+        source_dir: str,
+        env: Mapping[str, str],
+        checker: bool = False,
+        model_key: bool = False,
     ) -> SidecarPair:
         """The pair of a run: its volumes named after `run_id`, its environment taken
         from the run's `env` (`SIDECAR_ENVIRONMENT_ENV` only, with the sidecar socket)."""
@@ -119,15 +156,21 @@ class SidecarPair(Message, kw_only=True, frozen=True):
                 ),
             ],
             env=chosen,
+            checker=checker,
+            model_key=model_key,
         )
 
     def shared_env(self) -> dict[str, str]:
         """What both containers get."""
         return {name: self.env[name] for name in SIDECAR_SHARED_ENV if name in self.env}
 
-    def environment_env(self) -> dict[str, str]:
-        """What the environment container gets: the shared variables and the daemon's own."""
-        return dict(self.env)
+    def environment_env(self, run_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What the environment container gets: the shared variables and the daemon's own;
+        with `model_key`, `MODEL_KEY_ENV` from `run_env` too (`RunSpec.env`)."""
+        found = dict(self.env)
+        if self.model_key and run_env is not None:
+            found.update({name: run_env[name] for name in MODEL_KEY_ENV if name in run_env})
+        return found
 
     def shared_mounts(self, results: Mount, archive: Mount) -> list[Mount]:
         """The four mounts both containers have: results, archive, source tree, sockets.
@@ -165,8 +208,8 @@ class RunSpec(Message, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if self.mode == "sidecar" and self.sidecar is None:
             raise UserError("a sidecar run needs a SidecarPair (RunSpec.sidecar)")
-        if self.mode == "sandbox" and self.sidecar is not None:
-            raise UserError("a sandbox run takes no SidecarPair; use mode='sidecar'")
+        if self.mode == "sandbox" and self.sidecar is not None and not self.sidecar.checker:
+            raise UserError("a sandbox run's SidecarPair is a checker pair (checker=True)")
 
     @override
     def __repr__(self) -> str:

@@ -6,6 +6,7 @@ and the backends all read these names and must agree on them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 # Users ------------------------------------------------------------------------
@@ -15,6 +16,18 @@ MODEL_USER: Final = "model"
 
 MODEL_UID: Final = 1000
 """uid (and gid) of `model`."""
+
+
+def is_model_user(user: str | None) -> bool:
+    """Whether an exec's user (`name` or `uid`, with an optional `:group`) is `model`, or
+    unset (the container's own user): the one user of a checker pair's agent container,
+    where no root process ever runs (docs/integrity.md)."""
+    if not user:
+        return True
+    name, _, group = user.partition(":")
+    model = {MODEL_USER, str(MODEL_UID)}
+    return name in model and (not group or group in model)
+
 
 RUNNER_USER: Final = "sse-runner"
 """The user every task script runs as: a system uid, own group only."""
@@ -129,8 +142,65 @@ DAEMON_PORT: Final = 4263
 MCP_PORT: Final = 3000
 """The MCP server's streamable HTTP port."""
 
+AGENT_ALIVE_PORT: Final = 4264
+"""In a checker pair's pod on Kubernetes: the checker answers HTTP here with 200 while the
+agent container may run and 503 once its kill file (`ENV_AGENT_KILL_FILE`) exists. The
+agent container's liveness probe is the kubelet's request to it, so no probe runs a program
+of the agent's image; the checker, root's, holds the port from before the agent starts."""
+
 MCP_PATH: Final = "/mcp"
 """The MCP server's path."""
+
+MCP_URL: Final = f"http://127.0.0.1:{MCP_PORT}{MCP_PATH}"
+"""Where the agent reaches the MCP server (`ENV_MCP_URL`): the checker's loopback, which
+the agent container shares."""
+
+AGENT_GO_FILE: Final = "/run/ssebench/agent-go"
+"""Written by the checker's entrypoint once its services answer and the `before-agent`
+plugins ran; the launcher of the agent container starts the agent when it appears."""
+
+ENTRYPOINT_MODULE: Final = "ssebench.daemon.entrypoint"
+"""The checker's PID 1 (`python -I -m` it, as root)."""
+
+AGENT_CONTAINER_FLAG: Final = "--agent-container"
+"""The entrypoint's argument in a checker: the agent runs in a container of its own, and
+the backend reports its end (`REPORT_MODULE`)."""
+
+LAUNCHER_MODULE: Final = "ssebench.daemon.launcher"
+"""The agent container's PID 1 (`python -I -m` it, as `model`, with no argument), set by
+the backend: it runs the command of `AGENT_COMMAND_FILE`."""
+
+CHECKER_COMMAND: Final = (RUNTIME_PYTHON, "-I", "-m", ENTRYPOINT_MODULE, AGENT_CONTAINER_FLAG)
+"""The checker's command, whatever its image says: the entrypoint, told that the agent runs
+in a container of its own."""
+
+LAUNCHER_COMMAND: Final = (RUNTIME_PYTHON, "-I", "-m", LAUNCHER_MODULE)
+"""The agent container's command, whatever its image says (its image's CMD is unused)."""
+
+AGENT_COMMAND_FILE: Final = "/opt/ssebench/agent-command.json"
+"""In an agent image, root's: the agent's command (its Dockerfile's CMD, a JSON list of
+strings), recorded by the seal, the image's last step; the launcher runs it, so a backend
+needs nothing of the image's configuration (a cluster could not read it)."""
+
+AGENT_EXIT_LINE: Final = "ssebench-launcher: the agent's exit status: "
+"""The launcher's stderr line (this, then the status) once the agent's process ended: how
+a backend learns it in a kept run, whose agent container stays up after it."""
+
+REPORT_MODULE: Final = "ssebench.daemon.report"
+"""Run by the backend in the checker, as root, with the agent's exit status."""
+
+
+def exit_line_status(line: str) -> int | None:
+    """The agent's exit status in one line of the launcher's stderr (`AGENT_EXIT_LINE`
+    and the status), or None for any other line."""
+    status = line.removeprefix(AGENT_EXIT_LINE)
+    return int(status) if status != line and status.isdigit() else None
+
+
+def report_command(status: int) -> list[str]:
+    """What a backend runs in the checker, as root, to report the agent's exit status."""
+    return [RUNTIME_PYTHON, "-I", "-m", REPORT_MODULE, str(status)]
+
 
 # Environment -------------------------------------------------------------------
 
@@ -158,6 +228,10 @@ ENV_TIMEOUT: Final = "TIMEOUT"
 ENV_KEEP_ALIVE: Final = "SSE_KEEP_ALIVE"
 """`1`: the container stays up after grading."""
 
+ENV_AGENT_KILL_FILE: Final = "SSE_AGENT_KILL_FILE"
+"""The checker's, on Kubernetes: the file whose presence ends the agent container (its
+liveness probe on `AGENT_ALIVE_PORT` fails); the checker serves that port only when set."""
+
 ENV_DAEMON_SOCKET: Final = "SSE_DAEMON_SOCKET"
 """The agent-facing socket's path."""
 
@@ -168,6 +242,13 @@ ENV_PIDS_LIMIT: Final = "SSE_PIDS_LIMIT"
 """The run's process limit (`--pids-limit`): the processes and threads each of its
 containers may hold; the container's root process holds it where the kernel does not
 (`ssebench.daemon._pids`)."""
+
+ENV_MODE: Final = "SSE_MODE"
+"""The agent's mode, `sandbox` or `sidecar`: how an agent learns whether the project's
+toolchain is in its own container."""
+
+ENV_MCP_URL: Final = "SSE_MCP_URL"
+"""The MCP server's URL as the agent reaches it (`MCP_URL`)."""
 
 SECRET_ENV: Final = frozenset({ENV_API_KEY})
 """Environment names whose values are secrets."""
@@ -217,3 +298,23 @@ def output_cap_line(limit: int, dropped: int) -> str:
         `[ssebench: output capped at <limit> bytes; <dropped> more bytes dropped]` and a newline.
     """
     return f"{OUTPUT_CAP_MARKER} at {limit} bytes; {dropped} more bytes dropped]\n"
+
+
+def capped_output(chunks: Iterable[bytes], limit: int = AGENT_OUTPUT_LIMIT) -> bytes:
+    """A stream's first `limit` bytes, then `output_cap_line` if more came (all of it read).
+
+    How a backend writes `agent.log` from the agent container's output: the launcher
+    that runs the agent is the agent's to subvert, so the cap is applied here.
+    """
+    kept: list[bytes] = []
+    size = dropped = 0
+    for chunk in chunks:
+        room = max(0, limit - size)
+        kept.append(chunk[:room])
+        size += min(len(chunk), room)
+        dropped += max(0, len(chunk) - room)
+    data = b"".join(kept)
+    if dropped:
+        line = output_cap_line(limit, dropped).encode()
+        data += line if data.endswith(b"\n") or not data else b"\n" + line
+    return data
