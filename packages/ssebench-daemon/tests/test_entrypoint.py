@@ -89,6 +89,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.record("POST " + self.path + " " + body.decode())
         if self.path == "/admin/agent_exited":
+            # As the daemon does: the backend's report goes on to the entrypoint, once.
+            report = os.environ.pop("SSE_AGENT_REPORT_FD", None)
+            code = json.loads(body or b"{}").get("exit_code")
+            if report and code is not None:
+                os.write(int(report), json.dumps({"exit_code": code}).encode() + b"\n")
+                os.close(int(report))
             return self.send(200, {"success": True, "killed": 0})
         if self.path == "/prepare_grading":
             if mode == "slow-grading":
@@ -140,7 +146,8 @@ settings = Settings(
     model=Identity(**c["model"]), environ=c["environ"], daemon_argv=c["daemon_argv"],
     mcp_argv=c["mcp_argv"], start_timeout=c["start_timeout"], evaluator_grace=5.0,
     evaluator_timeout=c["evaluator_timeout"], evaluator_argv=c["evaluator_argv"],
-    check_timeout=c["check_timeout"],
+    check_timeout=c["check_timeout"], agent_container=c["agent_container"],
+    go_file=Path(c["go_file"]), report_grace=c["report_grace"],
 )
 sys.exit(Entrypoint(settings).run())
 """
@@ -193,6 +200,10 @@ class Layout:
     host: tuple[int, int]
     calls: Path
     mcp_port: int = field(default_factory=free_port)
+
+    @property
+    def go_file(self) -> Path:
+        return self.sockets / "agent-go"
 
     def chown(self, path: Path, uid: int) -> None:
         if ROOT:
@@ -278,11 +289,17 @@ def start(layout: Layout) -> Iterator[Start]:
         evaluator_timeout: float | None = None,
         evaluator_argv: list[str] | None = None,
         argv: list[str] | None = None,
+        agent_container: bool = False,
+        report_grace: float = 60.0,
     ) -> Ran:
         admin = layout.sockets / "admin.sock"
         agent_socket = str(layout.base / "sse.sock")
+        script_text = textwrap.dedent(script)
         config = {
-            "command": argv or ["/bin/bash", "-c", textwrap.dedent(script)],
+            "command": [] if agent_container else argv or ["/bin/bash", "-c", script_text],
+            "agent_container": agent_container,
+            "go_file": str(layout.go_file),
+            "report_grace": report_grace,
             "timeout": timeout,
             "keep_alive": keep_alive,
             "results": str(layout.results),
@@ -831,6 +848,77 @@ def test_a_missing_agent_command_is_refused_with_an_error_grade(layout: Layout) 
     result = read_json(layout.results / "result.json", Result)
     assert result.patch_result.status == "error"
     assert "no agent command" in (result.patch_result.error_msg or "")
+
+
+# -- the checker of a pair: the agent in a container of its own -----------------------
+
+
+def _report(layout: Layout, body: dict[str, object]) -> None:
+    """What the backend's `ssebench.daemon.report` sends, on the admin socket."""
+    from ssebench.daemon._client import UnixHTTPClient
+
+    reply = UnixHTTPClient(str(layout.sockets / "admin.sock")).post(
+        "/admin/agent_exited", json.dumps(body).encode(), timeout=10
+    )
+    assert reply.ok, reply.error_text()
+
+
+@pytest.mark.process
+def test_a_checker_lets_the_agent_start_and_grades_on_the_backends_report(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("", agent_container=True, wait=False)
+    wait_for(layout.go_file.exists)
+    time.sleep(0.5)
+    assert ran.proc.poll() is None, "the checker must wait for the report"
+    assert not (layout.results / ".graded").exists()
+    _report(layout, {"exit_code": 7})
+    finish(ran)
+    assert ran.proc.returncode == 7, ran.stderr
+    result = ran.result()
+    assert result.runtime_result.agent_exit_code == 7
+    assert not result.runtime_result.agent_timeout
+    assert result.patch_result.status == "failed"
+    assert (layout.results / ".graded").read_text() == "failed\n"
+    assert "reported exit status 7" in ran.stderr
+    # The entrypoint runs no agent: no agent.log of its own (the backend writes it).
+    assert not (layout.results / "agent.log").exists()
+    calls = ran.calls()
+    assert calls.index('POST /admin/agent_exited {"exit_code": 7}') < calls.index(
+        "POST /prepare_grading {}"
+    )
+
+
+@pytest.mark.process
+def test_a_report_of_124_is_the_agents_time_limit(start: Start, layout: Layout) -> None:
+    ran = start("", agent_container=True, wait=False)
+    wait_for(layout.go_file.exists)
+    _report(layout, {"exit_code": 124})
+    finish(ran)
+    assert ran.proc.returncode == 124, ran.stderr
+    assert ran.result().runtime_result.agent_timeout
+
+
+@pytest.mark.process
+def test_without_a_report_the_checker_ends_the_agent_phase_after_timeout_and_grace(
+    start: Start, layout: Layout
+) -> None:
+    ran = start("", agent_container=True, timeout=1, report_grace=1.0)
+    assert ran.proc.returncode == 124, ran.stderr
+    assert "no report of the agent's end within 1 s (+1 s)" in ran.stderr
+    result = ran.result()
+    assert result.runtime_result.agent_timeout
+    assert result.patch_result.status == "failed"
+
+
+@pytest.mark.process
+def test_a_stop_signal_while_the_checker_waits_exits_143(start: Start, layout: Layout) -> None:
+    ran = start("", agent_container=True, wait=False)
+    wait_for(layout.go_file.exists)
+    ran.proc.send_signal(signal.SIGTERM)
+    finish(ran)
+    assert ran.proc.returncode == 143, ran.stderr
+    assert ran.result().runtime_result.stopped_by == "SIGTERM"
 
 
 # -- pieces -------------------------------------------------------------------------

@@ -9,9 +9,11 @@ shell all stop there.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -149,3 +151,23 @@ def test_the_archive_and_the_source_tree_are_closed_to_others_when_the_phase_end
     # The dialog is still read as model.
     (archive / "dialog.jsonl").write_text('{"n": 1}\n')
     assert running.agent.get("/agent/dialog").json() == {"entries": [{"n": 1}], "next": 1}
+
+
+def test_the_backends_report_of_the_agents_end_reaches_the_entrypoint_once(
+    start_daemon: Callable[..., Running],
+) -> None:
+    read_end, write_end = os.pipe()
+    running = start_daemon(report_fd=write_end)
+    assert running.admin.post("/admin/agent_exited", json={"exit_code": 3}).status_code == 200
+    assert running.admin.post("/admin/agent_exited", json={"exit_code": 9}).status_code == 200
+    # The daemon wrote the first report, then closed its end: the pipe ends there.
+    with os.fdopen(read_end, "rb") as pipe:
+        assert pipe.read() == b'{"exit_code":3}\n'
+    refused = running.agent.post("/admin/agent_exited", json={"exit_code": 0})
+    assert refused.status_code == 403
+    # A report ends nothing: the entrypoint runs the after-agent plugins (as model, into
+    # the archive) first, then ends the phase with the route, without a status.
+    assert running.agent.post("/tool/bash", json={"command": "echo open"}).status_code == 200
+    assert not running.daemon.agent_phase_over
+    assert running.admin.post("/admin/agent_exited", json={}).status_code == 200
+    assert running.daemon.agent_phase_over

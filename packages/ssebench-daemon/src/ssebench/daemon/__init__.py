@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ssebench.daemon._errors import ApiError, ConfigError, DaemonError, ErrorCode
     from ssebench.daemon._gate import ACTIONS, ALLOWED, Action
     from ssebench.daemon._messages import (
+        AgentExitedRequest,
         AgentExitedResponse,
         BashRequest,
         BashResponse,
@@ -48,6 +49,7 @@ _HOMES: dict[str, str] = {
     "ACTIONS": "ssebench.daemon._gate",
     "ALLOWED": "ssebench.daemon._gate",
     "Action": "ssebench.daemon._gate",
+    "AgentExitedRequest": "ssebench.daemon._messages",
     "AgentExitedResponse": "ssebench.daemon._messages",
     "ApiError": "ssebench.daemon._errors",
     "BashRequest": "ssebench.daemon._messages",
@@ -101,6 +103,7 @@ __all__ = [
     "ALLOWED",
     "ROUTES",
     "Action",
+    "AgentExitedRequest",
     "AgentExitedResponse",
     "ApiError",
     "BashRequest",

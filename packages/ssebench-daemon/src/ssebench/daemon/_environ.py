@@ -19,6 +19,11 @@ from ssebench.spec import contract
 
 _DIFFICULTY: Final = re.compile(r"[0-4]")
 
+REPORT_FD_ENV: Final = "SSE_AGENT_REPORT_FD"
+"""Set by the entrypoint of a checker for its daemon only: the pipe on which the daemon
+hands over the first `POST /admin/agent_exited` that says how the agent's process
+ended (the backend's report from the agent container)."""
+
 
 def parse_difficulty(value: str | None) -> int:
     """`SSE_DIFFICULTY`: unset means the default (2); anything but 0-4 is refused.

@@ -179,6 +179,17 @@ class PrepareGradingResponse(Message, frozen=True):
     """The task's protected paths the agent changed: left out of the applied diff."""
 
 
+class AgentExitedRequest(Message, frozen=True):
+    """`POST /admin/agent_exited`: how the agent's process ended, when the caller knows.
+
+    The backend, which watches the agent container, sends `exit_code` (124 at its
+    time limit); the daemon hands the first such report to the entrypoint, which
+    ends the agent phase on it. The entrypoint's own call sends `{}`.
+    """
+
+    exit_code: int | None = None
+
+
 class AgentExitedResponse(Message, frozen=True):
     """`POST /admin/agent_exited`: how many `model` processes were killed."""
 

@@ -8,8 +8,11 @@ or per-container process limit in its API; only the kubelet's node-wide
 read-only), and RLIMIT_NPROC is no substitute: it counts a uid's processes in
 every container of the node that shares the uid (no user-namespaced pods on
 containerd 1.6), so one run's agent would use up another's. So the root process
-of each container of a run (the entrypoint; in sidecar mode also the task
-container's supervisor) runs a `PidsWatchdog`:
+of a run's checker (the entrypoint) runs a `PidsWatchdog`, and so does the agent
+container's launcher (PID 1 there, as `model`: it ends the rest of its container with
+one `kill(-1)`, which never reaches PID 1). The launcher is the agent's own user, so
+there it holds an honest agent's runaway forks only; against a hostile one the
+node's `podPidsLimit` is the bound (Docker's `--pids-limit` holds either container):
 
 - when its own cgroup's `pids.max` (v2 `/sys/fs/cgroup/pids.max`, v1
   `/sys/fs/cgroup/pids/pids.max`) is at most the limit, the kernel already holds
@@ -134,6 +137,8 @@ class PidsWatchdog:
         users: whose processes are killed past the limit (`run_users`).
         period: seconds between two looks.
         cgroup_files: where the container's cgroup limit is read.
+        kill: ends the processes of one of `users` and returns how many it found
+            (default `kill_user`, which refuses this process's own user).
     """
 
     def __init__(
@@ -144,12 +149,14 @@ class PidsWatchdog:
         *,
         period: float = PERIOD,
         cgroup_files: Sequence[Path] = CGROUP_PIDS_MAX,
+        kill: Callable[[Identity], int] | None = None,
     ) -> None:
         self.limit = limit
         self.say = say
         self.users = list(users)
         self.period = period
         self.cgroup_files = cgroup_files
+        self._kill = kill or (lambda who: kill_user(who, rounds=KILL_ROUNDS))
         self.killed = 0
         """How many processes the watchdog has killed so far."""
         self._over = False
@@ -218,7 +225,7 @@ class PidsWatchdog:
         total = 0
         for who in alive:
             try:
-                found = kill_user(who, rounds=KILL_ROUNDS)
+                found = self._kill(who)
             except (RuntimeError, ValueError) as exc:  # e.g. a process stuck in the kernel
                 self.say(f"process limit {self.limit}: cannot end every process: {exc}")
                 continue

@@ -8,6 +8,7 @@ from ssebench.daemon._client._errors import DaemonProtocolError, DaemonRefusedEr
 from ssebench.daemon._client._http import DEFAULT_TIMEOUT, Reply, UnixHTTPClient
 from ssebench.daemon._gate import Action
 from ssebench.daemon._messages import (
+    AgentExitedRequest,
     AgentExitedResponse,
     BencherRequest,
     BencherResponse,
@@ -78,7 +79,14 @@ class DaemonApi:
         reply = self.client.post("/prepare_grading", timeout=timeout)
         return self._decode("prepare_grading", reply, PrepareGradingResponse)
 
-    def agent_exited(self, *, timeout: float | None = DEFAULT_TIMEOUT) -> AgentExitedResponse:
-        """`POST /admin/agent_exited` (admin socket; errors as for `bencher`)."""
-        reply = self.client.post("/admin/agent_exited", timeout=timeout)
+    def agent_exited(
+        self, *, exit_code: int | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> AgentExitedResponse:
+        """`POST /admin/agent_exited` (admin socket; errors as for `bencher`), with how
+        the agent's process ended when the caller knows (`AgentExitedRequest`)."""
+        reply = self.client.post(
+            "/admin/agent_exited",
+            encode_json(AgentExitedRequest(exit_code=exit_code)),
+            timeout=timeout,
+        )
         return self._decode("agent_exited", reply, AgentExitedResponse)

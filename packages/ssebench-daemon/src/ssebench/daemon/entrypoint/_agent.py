@@ -190,9 +190,11 @@ def run_agent(
         How the phase ended; by then no process of `model` is left.
     """
     model = settings.model
+    # As root, the agent drops to model; as model (the launcher) it stays. Either way it
+    # is the first the OOM killer picks, and the lowest on the CPU beside the watchdog.
     as_root = os.geteuid() == 0
-    # As root: the agent drops to model and is the first the OOM killer picks.
-    user: dict[str, object] = dict(killable_as(model)) if as_root else {}
+    mine = as_root or os.geteuid() == model.uid
+    user: dict[str, object] = dict(killable_as(model)) if mine else {}
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(read_fd, False)
     started = time.monotonic()

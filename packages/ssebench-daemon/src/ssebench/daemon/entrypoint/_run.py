@@ -30,7 +30,7 @@ from ssebench.daemon._budget import count_checks
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
 from ssebench.daemon._pids import PidsWatchdog, run_users
 from ssebench.daemon._users import kill_user, lower_own_oom_score, signal_group
-from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
+from ssebench.daemon.entrypoint._agent import TIMEOUT_EXIT, AgentOutcome, Relay, run_agent
 from ssebench.daemon.entrypoint._files import (
     hand_over,
     log_tail,
@@ -67,6 +67,15 @@ PREPARE_WAIT: Final = 600.0
 """Seconds `before-grading` plugins wait for the daemon to take the agent's diff."""
 
 
+def _reported_status(line: bytes) -> int | None:
+    """The exit status in the daemon's report (`{"exit_code": N}`), or None if unreadable."""
+    try:
+        code = json.loads(line.split(b"\n", 1)[0]).get("exit_code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 class Entrypoint:
     """The run's supervisor; `run` returns the container's exit status."""
 
@@ -83,6 +92,8 @@ class Entrypoint:
         self.owner: tuple[int, int] = (os.geteuid(), os.getegid())
         self.log: int | None = None
         self.pids: PidsWatchdog | None = None
+        self.report: int | None = None
+        """The read end of the daemon's report of the agent's end (agent container only)."""
         self.plugins = Plugins.load(settings, self.children, self.wakeup, self.say)
 
     # -- messages --------------------------------------------------------------------
@@ -132,6 +143,9 @@ class Entrypoint:
             if self.log is not None:
                 os.close(self.log)
                 self.log = None
+            if self.report is not None:
+                os.close(self.report)
+                self.report = None
 
     def _run(self) -> int:
         settings = self.settings
@@ -150,9 +164,30 @@ class Entrypoint:
         except OSError as exc:
             self.say(f"cannot prepare the results and archive directories: {exc}")
             return self._fail_start(f"cannot prepare the results and archive directories: {exc}")
+        if settings.agent_kill_file is not None:
+            # Before the agent may start: the port is root's before model could take it.
+            # Imported here: http.server costs every other run's start its import.
+            from ssebench.daemon.entrypoint._alive import AliveServer
+
+            try:
+                AliveServer(settings.agent_kill_file, contract.AGENT_ALIVE_PORT).start()
+            except OSError as exc:
+                message = f"cannot serve the agent container's liveness probe: {exc}"
+                self.say(message)
+                return self._fail_start(message)
+        if settings.agent_container:
+            self.report, self.services.report_fd = os.pipe2(os.O_CLOEXEC)
         try:
-            for service in self.services.start():
-                self.say(f"{service.name} {service.ready_word} after {service.ready_after:.3f} s")
+            try:
+                for service in self.services.start():
+                    self.say(
+                        f"{service.name} {service.ready_word} after {service.ready_after:.3f} s"
+                    )
+            finally:
+                if self.services.report_fd is not None:
+                    # The daemon holds the only write end: its exit is the pipe's end.
+                    os.close(self.services.report_fd)
+                    self.services.report_fd = None
         except StopRequestedError:
             return self._stopped()
         except ServiceError as exc:
@@ -196,6 +231,8 @@ class Entrypoint:
         return source
 
     def _agent_phase(self, source: str) -> AgentOutcome:
+        if self.settings.agent_container:
+            return self._await_agent()
         log = open_log(self.settings.results_dir, "agent.log")
         try:
             self.plugins.start_beside("on-agent")
@@ -213,6 +250,56 @@ class Entrypoint:
         finally:
             self.plugins.end_beside("the agent phase ended")
             os.close(log)
+
+    def _await_agent(self) -> AgentOutcome:
+        """The agent runs in its own container: let it start, then wait for the end.
+
+        The backend reports the agent's exit status over the admin socket (`report`);
+        the daemon hands it over on the report pipe. Without a report by `TIMEOUT` plus
+        `report_grace` (the backend died, the run was left behind) the phase ends as
+        a time-out; a daemon that died ends it too, with no status.
+        """
+        settings = self.settings
+        assert self.report is not None
+        self.plugins.start_beside("on-agent")
+        try:
+            write_marker(settings.go_file.parent, settings.go_file.name, "", 0, 0)
+        except OSError as exc:
+            self.say(f"cannot let the agent start ({settings.go_file}): {exc}")
+        started = time.monotonic()
+        self.mark("agent may start")
+        deadline = started + settings.timeout + settings.report_grace
+        received = b""
+        try:
+            while True:
+                self.children.reap()
+                if self.wakeup.stopping:
+                    self.say(f"stopped by signal {self.wakeup.stop_signal} in the agent phase")
+                    return AgentOutcome(None, time.monotonic() - started, stopped=True)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.say(
+                        f"no report of the agent's end within {settings.timeout:g} s "
+                        f"(+{settings.report_grace:g} s): the agent phase ends as a time-out"
+                    )
+                    return AgentOutcome(TIMEOUT_EXIT, time.monotonic() - started, timed_out=True)
+                readable = self.wakeup.wait(min(left, 1.0), [self.report, *self.plugins.fds()])
+                self.plugins.service(readable)
+                if self.report not in readable:
+                    continue
+                chunk = os.read(self.report, 256)
+                received += chunk
+                if b"\n" in received:
+                    break
+                if not chunk or len(received) > 256:
+                    self.say("the daemon ended without a report of the agent's end")
+                    return AgentOutcome(None, time.monotonic() - started)
+        finally:
+            self.plugins.end_beside("the agent phase ended")
+        duration = time.monotonic() - started
+        code = _reported_status(received)
+        self.say(f"the agent container reported exit status {code} after {duration:.1f} s")
+        return AgentOutcome(code, duration, timed_out=code == TIMEOUT_EXIT)
 
     def _end_agent_phase(self) -> bool:
         """Tell the daemon: agent-facing listeners refuse every tool from now on.

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
+from ssebench.daemon._environ import REPORT_FD_ENV
 from ssebench.daemon._users import signal_group
 from ssebench.daemon.entrypoint._files import log_tail, open_log
 from ssebench.daemon.entrypoint._procs import Children, Wakeup
@@ -54,6 +55,8 @@ class Service:
     """What passing `ready` means, for the log: "ready" (it answers) or "listening"."""
     niceness: int = 0
     """Added to its scheduling niceness: the agent waits for the daemon, not for this."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors it inherits (the daemon: the entrypoint's report pipe)."""
     proc: subprocess.Popen[bytes] | None = None
     ready_after: float | None = None
     """Seconds from the start of the wait until it answered."""
@@ -120,20 +123,27 @@ class Services:
     services: list[Service] = field(default_factory=list)
     started: float = 0.0
     """When `start` began (time.monotonic)."""
+    report_fd: int | None = None
+    """The write end of the entrypoint's report pipe, handed to the daemon alone
+    (`REPORT_FD_ENV`); None when the agent runs beside the entrypoint."""
 
     def plan(self) -> list[Service]:
-        """The daemon (unless it runs elsewhere: sidecar mode) and the MCP server."""
+        """The daemon and the MCP server."""
         settings = self.settings
         env = service_env(settings.environ)
         env.setdefault(contract.ENV_DAEMON_SOCKET, settings.agent_socket)
         env[contract.ENV_RESULTS] = str(settings.results_dir)
         env[contract.ENV_ARCHIVE] = str(settings.archive_dir)
+        daemon_env = dict(env)
+        if self.report_fd is not None:
+            daemon_env[REPORT_FD_ENV] = str(self.report_fd)
         daemon = Service(
             name="daemon",
             log_name="daemon.log",
-            argv=settings.daemon_command() if settings.start_daemon else [],
-            env=env,
+            argv=settings.daemon_command(),
+            env=daemon_env,
             ready=daemon_ready(settings.admin_socket),
+            pass_fds=() if self.report_fd is None else (self.report_fd,),
         )
         mcp = Service(
             name="MCP server",
@@ -208,6 +218,7 @@ class Services:
                 stderr=log,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=service.pass_fds,
             )
         except OSError as exc:
             raise ServiceError(

@@ -41,8 +41,18 @@ AGENT_ENV_PASSED: Final = (
     contract.ENV_ARCHIVE,
     contract.ENV_DIFFICULTY,
     contract.ENV_TIMEOUT,
+    contract.ENV_MODE,
+    contract.ENV_MCP_URL,
 )
 """The run's variables the agent gets as given (SSE_DAEMON_SOCKET is always set)."""
+
+AGENT_CONTAINER_FLAG: Final = contract.AGENT_CONTAINER_FLAG
+"""The entrypoint's one option: the agent runs in a container of its own (the checker of
+a pair); the entrypoint waits for the backend's report of its end instead of running it."""
+
+REPORT_GRACE: Final = 60.0
+"""Seconds past `TIMEOUT` the checker waits for the backend's report of the agent's end
+before it ends the agent phase itself (a backend that died, a run left behind)."""
 
 MCP_HOST: Final = "127.0.0.1"
 """The MCP server listens on the loopback only: other containers must not call it."""
@@ -53,13 +63,21 @@ class Settings:
     """Everything the entrypoint reads from its command line, environment and image."""
 
     agent_command: list[str]
+    agent_container: bool = False
+    """The agent runs in its own container (`AGENT_CONTAINER_FLAG`): `agent_command` is
+    empty and the backend reports the agent's end over the admin socket."""
+    report_grace: float = REPORT_GRACE
+    agent_kill_file: Path | None = None
+    """On Kubernetes (`contract.ENV_AGENT_KILL_FILE`): the checker answers the agent
+    container's liveness probe (`_alive.py`) until this file exists."""
+    go_file: Path = Path(contract.AGENT_GO_FILE)
+    """Written when the agent container's launcher may start the agent."""
     timeout: float = DEFAULT_TIMEOUT
     keep_alive: bool = False
     results_dir: Path = Path(contract.RESULTS_DIR)
     archive_dir: Path = Path(contract.ARCHIVE_DIR)
     admin_socket: Path = Path(contract.ADMIN_SOCKET)
     agent_socket: str = contract.SANDBOX_DAEMON_SOCKET
-    start_daemon: bool = True
     mcp_host: str = MCP_HOST
     mcp_port: int = contract.MCP_PORT
     model: Identity = field(
@@ -158,14 +176,26 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         ConfigError: no agent command, a bad `TIMEOUT`, `SSE_CHECK_TIMEOUT` or
             `SSE_PIDS_LIMIT`, or `model` is root.
     """
+    agent_container = list(argv) == [AGENT_CONTAINER_FLAG]
     if not argv:
-        raise ConfigError("no agent command: give it as the image's CMD or on the command line")
+        raise ConfigError(
+            "no agent command: give it as the image's CMD or on the command line, "
+            f"or {AGENT_CONTAINER_FLAG} when the agent runs in a container of its own"
+        )
     socket = agent_socket(environ)
+    kill_file = environ.get(contract.ENV_AGENT_KILL_FILE) or None
+    if kill_file is not None and not (agent_container and kill_file.startswith("/")):
+        raise ConfigError(
+            f"{contract.ENV_AGENT_KILL_FILE} must be an absolute path, and only a checker "
+            f"({AGENT_CONTAINER_FLAG}) has one, not {kill_file!r}"
+        )
     model = model_identity()
     if model.uid == 0:
         raise ConfigError(f"the {model.name!r} account must not be root")
     return Settings(
-        agent_command=list(argv),
+        agent_command=[] if agent_container else list(argv),
+        agent_container=agent_container,
+        agent_kill_file=None if kill_file is None else Path(kill_file),
         timeout=parse_seconds(
             contract.ENV_TIMEOUT, environ.get(contract.ENV_TIMEOUT), DEFAULT_TIMEOUT
         ),
@@ -175,8 +205,6 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         results_dir=results_dir(environ),
         archive_dir=archive_dir(environ),
         agent_socket=socket,
-        # Sidecar mode: the daemon runs in the task container; only its sockets are here.
-        start_daemon=socket != contract.SIDECAR_DAEMON_SOCKET,
         model=model,
         environ=dict(environ),
     )

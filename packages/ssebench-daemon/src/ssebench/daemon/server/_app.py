@@ -27,6 +27,7 @@ from ssebench.daemon._errors import (
 )
 from ssebench.daemon._gate import ACTIONS
 from ssebench.daemon._messages import (
+    AgentExitedRequest,
     AgentExitedResponse,
     BashRequest,
     BashResponse,
@@ -182,8 +183,8 @@ async def _prepare_grading(call: Call) -> PrepareGradingResponse:
 
 async def _agent_exited(call: Call) -> AgentExitedResponse:
     call.daemon.require_admin(call.admin, "ending the agent phase")
-    await call.body(EmptyRequest)
-    return await call.daemon.agent_exited(admin=call.admin)
+    request = await call.body(AgentExitedRequest)
+    return await call.daemon.agent_exited(admin=call.admin, exit_code=request.exit_code)
 
 
 async def _reference_patch(call: Call) -> ReferencePatchResponse:
@@ -266,7 +267,7 @@ ROUTES: Final[tuple[RouteSpec, ...]] = (
         "admin",
         AgentExitedResponse,
         _agent_exited,
-        request=EmptyRequest,
+        request=AgentExitedRequest,
     ),
     RouteSpec(
         "GET",

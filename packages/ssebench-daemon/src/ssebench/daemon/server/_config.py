@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Final
 
 from ssebench.daemon._environ import (
+    REPORT_FD_ENV,
     agent_socket,
     archive_dir,
     parse_check_timeout,
     parse_difficulty,
     results_dir,
 )
+from ssebench.daemon._errors import ConfigError
 from ssebench.spec import contract
 
 STATE_DIR: Final = "/var/lib/ssebench-daemon"
@@ -40,6 +42,8 @@ class DaemonConfig:
     state_dir: Path = Path(STATE_DIR)
     max_body_bytes: int = contract.MAX_BODY_BYTES
     max_stream_bytes: int = contract.MAX_STREAM_BYTES
+    report_fd: int | None = None
+    """Where the agent's exit status goes (`REPORT_FD_ENV`); None: nobody waits for it."""
 
 
 def load_config(environ: Mapping[str, str]) -> DaemonConfig:
@@ -60,4 +64,18 @@ def load_config(environ: Mapping[str, str]) -> DaemonConfig:
         agent_socket=Path(agent_socket(environ)),
         results_dir=results_dir(environ),
         archive_dir=archive_dir(environ),
+        report_fd=_report_fd(environ.get(REPORT_FD_ENV)),
     )
+
+
+def _report_fd(value: str | None) -> int | None:
+    """`REPORT_FD_ENV`: a descriptor number above the standard three, or unset.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if value is None or value == "":
+        return None
+    if not (value.isascii() and value.isdigit() and int(value) > 2):
+        raise ConfigError(f"{REPORT_FD_ENV}={value!r} is not a descriptor number above 2")
+    return int(value)

@@ -104,6 +104,10 @@ class Daemon:
         self.git = git
         self.source = Path(task.source)
         self.agent_phase_over = False
+        self._report_fd = config.report_fd
+        if self._report_fd is not None:
+            # Passed to the daemon alone: none of the checks or shells it starts inherits it.
+            os.set_inheritable(self._report_fd, False)
         self._agent_phase_cleared = asyncio.Event()
         """Set once what the agent phase leaves is cleared (`_clear_agent_phase`)."""
         self.final_patch: bytes | None = None
@@ -391,14 +395,38 @@ class Daemon:
 
     # -- admin ---------------------------------------------------------------------
 
-    async def agent_exited(self, *, admin: bool) -> AgentExitedResponse:
+    async def agent_exited(
+        self, *, admin: bool, exit_code: int | None = None
+    ) -> AgentExitedResponse:
         """`POST /admin/agent_exited`: end the agent phase; idempotent.
+
+        A report of how the agent's process ended (`exit_code`, from the backend, whose
+        agent container ended) is handed to the entrypoint and ends nothing: the
+        entrypoint runs the `after-agent` plugins (as model, writing into the archive)
+        and then ends the phase with this route, without a status, as after an agent
+        it ran itself.
 
         Raises:
             ForbiddenError: asked on an agent-facing listener.
         """
         self.require_admin(admin, "ending the agent phase")
-        return AgentExitedResponse(success=True, killed=await self._end_agent_phase())
+        if exit_code is not None:
+            self._report_exit(exit_code)
+            return AgentExitedResponse(success=True, killed=0)
+        killed = await self._end_agent_phase()
+        return AgentExitedResponse(success=True, killed=killed)
+
+    def _report_exit(self, exit_code: int) -> None:
+        """Write the first report to the entrypoint's pipe as one JSON line, then close it."""
+        fd, self._report_fd = self._report_fd, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, msgspec.json.encode({"exit_code": exit_code}) + b"\n")
+        except OSError as exc:
+            log.warning("cannot report the agent's exit to the entrypoint: %s", exc)
+        finally:
+            os.close(fd)
 
     async def agent_phase_cleared(self) -> None:
         """Return once what the agent phase left is cleared (its checks' processes too).
