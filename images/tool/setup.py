@@ -24,20 +24,19 @@ image: no shell, no Python, no shadow utilities (accounts are written to
 - no world-writable file or folder except sticky folders (e.g. /tmp), no setuid
   or setgid bit in either copy of the project.
 
-With a mode as its argument it serves the agent layer's builds instead
-(ssebench.backends.docker._agent_layer, which states the rule they enforce):
-`open` removes the hidden material from a copy of the tool layer (where an agent's
-Dockerfile runs), `gather` collects SSEBench's own paths from the tool layer, and
-`seal` sweeps an agent layer again once they are back.
-
-Sidecar mode (images/sidecar-agent) uses it too: `sidecar-agent` makes the
-task-independent agent base (the base image with the runtime, the users and the
-folders, no task at all), and `gather-sidecar` and `seal-sidecar` are `gather`
-and `seal` for an agent built on that base.
+With a mode as its argument it serves the agent images' builds instead
+(ssebench.backends.docker._agent_layer, which states the rule they enforce). An
+agent image never holds the task's hidden material, in either mode: `open`
+removes it from a copy of the tool layer (where a sandbox agent's Dockerfile
+runs), `sidecar-agent` makes the task-independent agent base of sidecar mode (the
+base image with the runtime, the users and the folders, no task at all),
+`gather` collects SSEBench's own paths but /ssebench and /ssebench-repo from
+either, and `seal` sweeps an agent image again once they are back.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -540,15 +539,14 @@ def make_folders(runner_gid: int) -> None:
 
 SEAL_DIR = Path("/ssebench-seal")
 SEALED_FOLDERS = (
-    contract.TASK_DIR,
-    contract.REPO_DIR,
     contract.RUNTIME_DIR,
     contract.SCRATCH_DIR,
     contract.SOCKET_DIR,
     str(Path(contract.RESULTS_DIR).parent),
     contract.ARCHIVE_DIR,
 )
-"""SSEBench's folders, put back into an agent layer exactly as the tool layer has them."""
+"""SSEBench's folders, put back into an agent image exactly as its base has them; never
+/ssebench or /ssebench-repo, which only the checker's image holds."""
 SEALED_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
 """The accounts, which SSEBench looks its users up in: the tool layer's, where it has them."""
 NEUTRAL_FILES = ("/etc/nsswitch.conf", "/etc/ld.so.preload")
@@ -575,14 +573,9 @@ def mirror_parents(path: Path, under: Path) -> Path:
     return under / path.relative_to("/")
 
 
-SIDECAR_SEALED_FOLDERS = tuple(
-    name for name in SEALED_FOLDERS if name not in (contract.TASK_DIR, contract.REPO_DIR)
-)
-"""The agent base of sidecar mode has no task: no /ssebench, no /ssebench-repo."""
-
-
-def gather_seal(folders: tuple[str, ...] = SEALED_FOLDERS) -> None:
-    """In a copy of the tool layer: what an agent layer gets back from it, under /ssebench-seal.
+def gather_seal() -> None:
+    """In a copy of an agent image's base: what the agent image gets back from it, under
+    /ssebench-seal.
 
     `clear/` holds an empty file at the path of each of SSEBench's folders, `trees/`
     those folders, the account files and this script; every parent folder in both has
@@ -593,7 +586,7 @@ def gather_seal(folders: tuple[str, ...] = SEALED_FOLDERS) -> None:
     clear, trees = SEAL_DIR / "clear", SEAL_DIR / "trees"
     clear.mkdir(parents=True)
     trees.mkdir()
-    for name in folders:
+    for name in SEALED_FOLDERS:
         mirror_parents(Path(name), clear).touch()
         copy_tree(Path(name), mirror_parents(Path(name), trees))
     for name in (*SEALED_FILES, *NEUTRAL_FILES):
@@ -607,31 +600,18 @@ def gather_seal(folders: tuple[str, ...] = SEALED_FOLDERS) -> None:
             own(target, 0, 0, 0o644)
     shutil.copyfile(__file__, trees / SELF)
     own(trees / SELF, 0, 0, PRIVATE)
-    say(f"{SEAL_DIR}: {len(folders)} folders and the account files, for agent layers")
+    say(f"{SEAL_DIR}: {len(SEALED_FOLDERS)} folders and the account files, for agent images")
 
 
-def seal_agent_layer() -> None:
-    """In an agent layer, with SSEBench's paths back: the tool layer's sweep again.
+def seal_agent_image() -> None:
+    """In an agent image, with SSEBench's paths back: the tool layer's sweep again.
 
-    The agent's Dockerfile ran as root: model must get no more from it than the tool
-    layer gave (no file of uid/gid 1000 outside model's own places, nothing
-    world-writable but sticky folders), and model's places must still be folders.
-    """
-    config = load_task_config(Path(contract.TASK_CONFIG))
-    places = (Path(config.source), MODEL_HOME, Path(contract.ARCHIVE_DIR))
-    for place in places[:2]:
-        if place.is_symlink() or not place.is_dir():
-            raise SetupError(f"the agent's build replaced {place}, which must stay a folder")
-    sweep(frozenset(str(place) for place in places))
-
-
-def seal_sidecar_agent() -> None:
-    """`seal` for an agent built on the sidecar agent base, which has no task.
-
-    /ssebench and /ssebench-repo must not exist in the agent container (they
-    live only in the task container): whatever the agent's build put there goes.
-    Model's own places are its home and the archive; the source tree is a volume
-    mounted at run time, so nothing of the image is kept for it.
+    The agent's Dockerfile ran as root: model must get no more from it than the base
+    gave (no file of uid/gid 1000 outside model's own places, nothing world-writable
+    but sticky folders). /ssebench and /ssebench-repo must not exist in the agent
+    container (they live only in the checker): whatever the agent's build put there
+    goes. Model's own places are its home and the archive; the source tree is a
+    volume the checker fills at run time, so nothing of the image is kept for it.
     """
     for name in (contract.TASK_DIR, contract.REPO_DIR):
         path = Path(name)
@@ -642,6 +622,21 @@ def seal_sidecar_agent() -> None:
     if MODEL_HOME.is_symlink() or not MODEL_HOME.is_dir():
         raise SetupError(f"the agent's build replaced {MODEL_HOME}, which must stay a folder")
     sweep(frozenset(str(place) for place in (MODEL_HOME, Path(contract.ARCHIVE_DIR))))
+    record_agent_command(os.environ.get("AGENT_COMMAND", ""))
+
+
+def record_agent_command(text: str) -> None:
+    """Write the agent's command (`AGENT_COMMAND`: the agent stage's CMD, a JSON list of
+    strings) where the launcher reads it (`contract.AGENT_COMMAND_FILE`), root's, 0644."""
+    try:
+        command = json.loads(text)
+    except ValueError:
+        command = None
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        raise SetupError(f"AGENT_COMMAND must be the agent's CMD as a JSON list, not {text!r}")
+    path = Path(contract.AGENT_COMMAND_FILE)
+    path.write_text(json.dumps(command))
+    own(path, 0, 0, 0o644)
 
 
 def make_sidecar_agent_base() -> None:
@@ -670,11 +665,9 @@ def make_tool_layer() -> None:
 MODES = {
     "tool": make_tool_layer,
     "open": open_tool_layer,
-    "gather": gather_seal,
-    "seal": seal_agent_layer,
     "sidecar-agent": make_sidecar_agent_base,
-    "gather-sidecar": lambda: gather_seal(SIDECAR_SEALED_FOLDERS),
-    "seal-sidecar": seal_sidecar_agent,
+    "gather": gather_seal,
+    "seal": seal_agent_image,
 }
 
 

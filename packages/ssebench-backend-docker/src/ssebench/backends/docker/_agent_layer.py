@@ -1,29 +1,34 @@
-"""The agent layer: an agent's Dockerfile built where no hidden material is, then sealed.
+"""The agent image of sandbox mode: an agent's Dockerfile built where no hidden material is,
+then sealed.
 
 Integrity rule enforced (docs/integrity.md): an agent's Dockerfile never runs where
-hidden material is, and names no image but its given base. An agent's Dockerfile
-runs as root, and the classic builder lets it name any local image; so it is
-checked before anything is built (`_agent_dockerfile.py`: one `FROM ${TOOL_IMAGE}`,
-no `--from`, no ONBUILD ...) and built in three steps, each an image:
+hidden material is, names no image but its given base, and its image never runs
+as root nor holds hidden material: a run's checker (the daemon, the evaluator, the
+checks) runs from the task's tool layer in a container of its own, and the agent's
+container runs this image as `model` (`SidecarPair`). An agent's Dockerfile runs as
+root, and the classic builder lets it name any local image; so it is checked
+before anything is built (`_agent_dockerfile.py`: one `FROM ${TOOL_IMAGE}`, no
+`--from`, no ONBUILD ...) and built in three steps, each an image:
 
     tool-base    <registry>/tool-base/<task>:<daemon version>
                  images/tool/open.Dockerfile: the tool layer without /ssebench and
-                 /ssebench-repo (the open tool layer). The files stay in the tool
-                 layer's image layers, which no build step on top can read.
+                 /ssebench-repo (the open tool layer), SSEBench's launcher as its
+                 entrypoint. The files stay in the tool layer's image layers, which
+                 no build step on top and no container of it can read.
     agent stage  <registry>/agent-stage/<agent>/<task>:<agent version>
                  the agent's Dockerfile, its TOOL_IMAGE the open tool layer.
     agent layer  <registry>/agent-<agent>/<task>:<agent version>
                  images/tool/seal.Dockerfile on the agent stage: SSEBench's paths
-                 put back from the tool layer; the agent's CMD kept.
+                 put back from the open tool layer; the agent's CMD kept.
 
 The seal runs none of the agent's code and trusts nothing the agent's build left:
 
-- Its first stage, a copy of the tool layer, gathers SSEBench's folders
-  (/ssebench, /ssebench-repo, /opt/ssebench, the scratch, socket, results and
-  archive folders) and the account files (/etc/passwd, group, shadow, gshadow;
-  /etc/nsswitch.conf and /etc/ld.so.preload, the tool layer's or empty). The
-  classic builder's `COPY --from` keeps numeric owners and modes (checked on Docker
-  20.10; `tests/images/test_agent_layer.py` pins it).
+- Its first stage, a copy of the open tool layer, gathers SSEBench's folders
+  (/opt/ssebench, the scratch, socket, results and archive folders) and the
+  account files (/etc/passwd, group, shadow, gshadow; /etc/nsswitch.conf and
+  /etc/ld.so.preload, the tool layer's or empty). The classic builder's
+  `COPY --from` keeps numeric owners and modes (checked on Docker 20.10;
+  `tests/images/test_agent_layer.py` pins it).
 - On the agent stage, as root, it COPYs an empty file to each of those folders'
   paths, then the folders themselves: the builder replaces whatever is at a path
   with a file (a link, a folder holding other files) and that file with the
@@ -31,22 +36,22 @@ The seal runs none of the agent's code and trusts nothing the agent's build left
   layer's owner and mode. Nothing is merged into what the agent left.
 - Only then does anything run: SSEBench's own Python, from the /opt/ssebench just
   put back, with its own loader and libraries (ld.so.preload neutral, no
-  LD_* in the environment: see `check_agent_stage`), sweeps the image the way the
-  tool layer was swept (`setup.py seal`): no file of uid/gid 1000 outside model's
-  own places, nothing world-writable but sticky folders.
-- USER is root again and HEALTHCHECK none; the ENTRYPOINT is the tool layer's (an
-  agent's Dockerfile may not set one), so the agent's CMD stays.
+  LD_* in the environment: see `check_agent_stage`), removes whatever the agent's
+  build put at /ssebench or /ssebench-repo and sweeps the image the way the tool
+  layer was swept (`setup.py seal`): no file of uid/gid 1000 outside model's own
+  places, nothing world-writable but sticky folders.
+- It records the agent stage's CMD, the agent's command, in the image
+  (`contract.AGENT_COMMAND_FILE`), which the launcher runs: the backends start the
+  agent container with the launcher as its command and no argument, so they need
+  nothing of the image's configuration.
+- USER is root again and HEALTHCHECK none; the ENTRYPOINT is the open tool layer's
+  launcher (an agent's Dockerfile may not set one), and the agent's CMD stays.
 
-What an agent's root build can still do, and why it is left: it can replace any
-program of the case image (the compiler, bash, git), which the checks then run,
-and which SSEBench's root processes run too where they use the image's own (git,
-when the case image has one; the bundled one under /opt/ssebench/tools is put
-back exactly). That is inherent to one image holding both the agent and the
-grader; sidecar mode keeps the agent's image apart from the task's. Setuid and
-setgid files it adds give model nothing: runs start with no-new-privileges; sudo
-rules likewise. Root's Python resolves users through the restored account files
-and nsswitch.conf, whose modules (if the case image names any beyond `files`)
-come from the image.
+An agent's root build may still replace any program of the case image (the
+compiler, bash, git) in its own image: only the agent runs them. The checks run
+in the checker, from the tool layer, and no root process runs in the agent's
+container. Setuid and setgid files it adds give model nothing: the container
+starts as model with no capability and no-new-privileges.
 
 Each of the three images carries the digest of its inputs (`_build.py`), so an
 unchanged agent layer costs three image inspections and no build.
@@ -54,6 +59,7 @@ unchanged agent layer costs three image inspections and no build.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -117,20 +123,26 @@ def _env(config: dict[str, Any]) -> dict[str, str]:
 
 
 def check_agent_stage(
-    client: docker.DockerClient, agent: Agent, stage_id: str, tool_id: str
-) -> None:
-    """Refuse an agent's build whose image settings would act in SSEBench's own processes.
+    client: docker.DockerClient, agent: Agent, stage_id: str, base_id: str
+) -> dict[str, str]:
+    """Refuse an agent's build whose image settings would act in SSEBench's own processes,
+    or that gives no command; the seal's build arguments.
 
-    Compared with the tool layer, the agent stage must keep the ENTRYPOINT, add no
+    Compared with its base (`base_id`), the agent stage must keep the ENTRYPOINT, add no
     ONBUILD trigger (it would run in the seal's build), no volume, no `ssebench.*`
     label (SSEBench finds its containers by them), and no variable of
-    `LOADER_VARIABLES` or `LD_*` (the entrypoint and the seal's sweep run as root).
+    `LOADER_VARIABLES` or `LD_*` (the seal's sweep runs as root with them). Its CMD is
+    the agent's command, which the seal records (`contract.AGENT_COMMAND_FILE`).
+
+    Returns:
+        BASE_IMAGE, AGENT_STAGE and AGENT_COMMAND (the CMD as a JSON list) for the seal.
 
     Raises:
-        ImageUnavailableError: one of those; the message names the agent and what it set.
+        ImageUnavailableError: one of those, or no CMD; the message names the agent and
+            what it set.
         BackendError: the engine cannot be reached.
     """
-    stage, tool = _config(client, stage_id), _config(client, tool_id)
+    stage, tool = _config(client, stage_id), _config(client, base_id)
     found: list[str] = []
     if stage.get("Entrypoint") != tool.get("Entrypoint"):
         found.append("an ENTRYPOINT")
@@ -156,6 +168,13 @@ def check_agent_stage(
             f"agent {agent.name}: its Dockerfile sets {', '.join(found)}, which would act in "
             "SSEBench's own processes; set what the agent needs in its command instead"
         )
+    command = stage.get("Cmd") or []
+    if not command:
+        raise ImageUnavailableError(
+            f"agent {agent.name}: its Dockerfile has no CMD; give it the agent's command, "
+            'e.g. CMD ["/bin/bash", "/opt/agent/run.sh"]'
+        )
+    return {"BASE_IMAGE": base_id, "AGENT_STAGE": stage_id, "AGENT_COMMAND": json.dumps(command)}
 
 
 def build_tool_base(
@@ -231,17 +250,17 @@ def build_agent(
         progress=progress,
         platform=platform,
     )
-    check_agent_stage(client, agent, stage.image_id, tool_id)
+    seal = check_agent_stage(client, agent, stage.image_id, base.image_id)
     return build_layer(
         client,
         layer=f"agent {agent.name} (sealed)",
         tag=agent_image_name(agent, task),
         context=home / TOOL_FOLDER,
         dockerfile=SEAL_DOCKERFILE,
-        buildargs={"TOOL_IMAGE": tool_id, "AGENT_STAGE": stage.image_id},
+        buildargs=seal,
         # The published image carries the runtime: its version says which one.
         labels={DAEMON_LABEL: runtime_version()},
-        inputs=inputs_digest([tool_id, stage.image_id], home / TOOL_FOLDER),
+        inputs=inputs_digest([base.image_id, stage.image_id], home / TOOL_FOLDER),
         progress=progress,
         platform=platform,
     )

@@ -11,20 +11,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from typing_extensions import override
 
 import docker
 import docker.models.networks
 import docker.types
+from ssebench.backends.docker._agent_watch import report, watch_agent, write_agent_log
 from ssebench.backends.docker._egress import bridge_name, ensure_host_guard
 from ssebench.backends.docker._engine import docker_client
 from ssebench.backends.docker._errors import CopyFromImageError, engine_errors
 from ssebench.backends.docker._gateway import DockerGateway
 from ssebench.backends.docker._handle import DockerRunHandle
 from ssebench.backends.docker._image_files import ImageFileCache
-from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL, create_volumes, remove_pair
+from ssebench.backends.docker._pair import (
+    AGENT_CONTAINER_LABEL,
+    AGENT_TIMEOUT_LABEL,
+    create_volumes,
+    remove_pair,
+)
 from ssebench.backends.docker._runs import (
     KEEP_LABEL,
     NETWORK_LABEL,
@@ -53,8 +59,10 @@ from ssebench.spec import (
     Task,
     contract,
     labels,
+    refuse_in_agent_container,
 )
 from ssebench.spec.atomic import write_atomically
+from ssebench.spec.streams import merge_lines
 
 _POLL_SECONDS: Final = 0.2
 
@@ -151,6 +159,25 @@ def _run_network(
         _, subnet = gateway.connect(network_name)
         gateway.store.bind(spec.run_id, subnet)
     return network
+
+
+def _checker_command(pair: SidecarPair) -> dict[str, Any]:
+    """The checker's PID 1: SSEBench's entrypoint, whatever the image says."""
+    if not pair.checker:
+        return {}
+    return {"entrypoint": [*contract.CHECKER_COMMAND], "command": []}
+
+
+def _launcher(pair: SidecarPair) -> dict[str, Any]:
+    """The agent container of a checker's pair: `model` from the first instruction, in the
+    source tree, SSEBench's launcher as PID 1 whatever the image says, with no argument
+    (it runs the agent's command the seal recorded; the image's CMD is not used)."""
+    return {
+        "user": f"{contract.MODEL_UID}:{contract.MODEL_UID}",
+        "entrypoint": [*contract.LAUNCHER_COMMAND],
+        "command": [],
+        "working_dir": pair.source_dir,
+    }
 
 
 class DockerBackend(Backend[DockerRunHandle]):
@@ -302,7 +329,12 @@ class DockerBackend(Backend[DockerRunHandle]):
         )
 
     def _start_pair(self, spec: RunSpec, pair: SidecarPair) -> DockerRunHandle:
-        """A sidecar run: volumes, the task container detached, the agent container (`_pair.py`)."""
+        """A run's two containers (`_pair.py`): the environment's, then the agent's at once.
+
+        With `pair.checker` the environment container is the checker and the agent's
+        runs the launcher as `model` (`SidecarPair`); otherwise both run their images'
+        entrypoints and share every mount.
+        """
         client = self._client()
         hidden = list(spec.env.values())
         suffix = secrets.token_hex(3)
@@ -310,57 +342,71 @@ class DockerBackend(Backend[DockerRunHandle]):
         task_name = f"ssebench-{spec.run_id}-{suffix}"
         agent_name = f"{task_name}-agent"
         networked = _networked(spec)
-        shared = pair.shared_mounts(spec.results, spec.archive)
         pair_label = {labels.RUN: pair.run_id}
+        shared = [*pair.volumes, spec.archive]
+        # The checker's: the results and the plugins; the agent's: the reference patch.
+        to_agent = [m for m in spec.artifacts if m.target == contract.REFERENCE_PATCH]
+        to_checker = [spec.results, *(m for m in spec.artifacts if m not in to_agent)]
+        if not pair.checker:
+            to_agent, to_checker = [spec.results, *spec.artifacts], [spec.results]
         task_id = agent_id = None
         network = None
         try:
             with engine_errors(f"starting run {spec.run_id}", hidden, family=BackendError):
                 create_volumes(client, [mount.source for mount in pair.volumes], pair.run_id)
-                # The agent container shares the task container's network namespace, so
-                # the pair has one egress policy and both reach the gateway, if any.
+                # The agent container shares the checker's network namespace, so the
+                # pair has one egress policy and both reach the gateway, if any.
                 network = _run_network(client, spec, network_name)
                 task_id = client.api.create_container(
                     pair.environment_image,
                     name=task_name,
-                    environment=pair.environment_env(),
+                    environment=pair.environment_env(spec.env),
                     labels={
                         **spec.labels,
                         labels.RUN_ID: spec.run_id,
                         NETWORK_LABEL: network_name,
                         KEEP_LABEL: "true" if spec.keep else "false",
                         AGENT_CONTAINER_LABEL: agent_name,
+                        **({AGENT_TIMEOUT_LABEL: str(spec.timeout)} if pair.checker else {}),
                         **pair_label,
                     },
                     host_config=_host_config(
                         client,
-                        [_mount(mount) for mount in shared],
+                        [_mount(m) for m in (*to_checker, *shared)],
                         network_name if networked else NO_NETWORK,
                         spec.resources,
                     ),
                     platform=spec.platform,
                     stop_signal="SIGTERM",
+                    **_checker_command(pair),
                 )["Id"]
+                if pair.checker:
+                    start_relay(client, task_id)
                 client.api.start(task_id)
+                agent_host = _host_config(
+                    client,
+                    [_mount(m) for m in (*to_agent, *shared)],
+                    f"container:{task_id}",
+                    spec.resources,
+                )
+                if pair.checker:
+                    agent_host["CapDrop"] = ["ALL"]
                 agent_id = client.api.create_container(
                     spec.image,
                     name=agent_name,
                     environment=dict(spec.env),
                     labels=pair_label,
-                    host_config=_host_config(
-                        client,
-                        [_mount(mount) for mount in (*shared, *spec.artifacts)],
-                        f"container:{task_id}",
-                        spec.resources,
-                    ),
+                    host_config=agent_host,
                     platform=spec.platform,
                     stop_signal="SIGTERM",
+                    **(_launcher(pair) if pair.checker else {}),
                 )["Id"]
                 start_relay(client, agent_id)
                 client.api.start(agent_id)
         except BaseException:
-            if agent_id is not None:
-                join_relay(agent_id, timeout=0)
+            for container in (agent_id, task_id):
+                if container is not None:
+                    join_relay(container, timeout=0)
             self._remove_pair(client, pair.run_id, network.name if network is not None else None)
             raise
         return DockerRunHandle(
@@ -372,11 +418,17 @@ class DockerBackend(Backend[DockerRunHandle]):
             results_dir=spec.results.source,
             agent_container=agent_id,
             pair=pair.run_id,
+            agent_timeout=float(spec.timeout) if pair.checker else None,
         )
 
     @override
     def wait(self, handle: DockerRunHandle, timeout: float | None = None) -> int:
         client = self._client()
+        if handle.agent_timeout is not None and handle.agent_container is not None:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            self._end_agent_phase(client, handle, deadline)
+            if deadline is not None:
+                timeout = max(1.0, deadline - time.monotonic())
         if handle.keep:
             return self._wait_for_grade(client, handle, timeout)
         try:
@@ -389,6 +441,26 @@ class DockerBackend(Backend[DockerRunHandle]):
             raise RunTimeoutError(f"run {handle.run_id} did not finish in {timeout}s") from exc
         join_relay(handle.awaited)
         return int(status["StatusCode"])
+
+    @staticmethod
+    def _end_agent_phase(
+        client: docker.DockerClient, handle: DockerRunHandle, deadline: float | None
+    ) -> None:
+        """Wait for the agent container's agent to end, copy its output to agent.log, tell
+        the checker (`_agent_watch.py`)."""
+        assert handle.agent_container is not None and handle.agent_timeout is not None
+        try:
+            status = watch_agent(
+                client, handle.agent_container, handle.container_id, handle.agent_timeout, deadline
+            )
+        except RunTimeoutError as exc:
+            raise RunTimeoutError(f"run {handle.run_id}: {exc}") from exc
+        if not handle.keep:
+            join_relay(handle.agent_container)
+        if handle.results_dir is not None:
+            write_agent_log(client, handle.agent_container, handle.results_dir)
+        if status is not None:
+            report(client, handle.container_id, status)
 
     def _wait_for_grade(
         self, client: docker.DockerClient, handle: DockerRunHandle, timeout: float | None
@@ -411,12 +483,25 @@ class DockerBackend(Backend[DockerRunHandle]):
 
     @override
     def logs(self, handle: DockerRunHandle, follow: bool = False) -> Iterator[str]:
+        """The run's output: a checker's pair shows the agent container's, then the
+        checker's (both as they come when following)."""
         client = self._client()
+        containers = [handle.awaited]
+        if handle.agent_timeout is not None and handle.agent_container is not None:
+            containers = [handle.agent_container, handle.container_id]
+        streams = []
         with engine_errors(f"reading the output of run {handle.run_id}"):
-            chunks = client.api.logs(
-                handle.awaited, stdout=True, stderr=True, stream=True, follow=follow
-            )
-            yield from split_lines(chunks)
+            for container in containers:
+                chunks = client.api.logs(
+                    container, stdout=True, stderr=True, stream=True, follow=follow
+                )
+                streams.append(split_lines(chunks))
+        if follow and len(streams) > 1:
+            yield from merge_lines(streams)
+            return
+        for stream in streams:
+            with engine_errors(f"reading the output of run {handle.run_id}"):
+                yield from stream
 
     @override
     def collect_results(self, handle: DockerRunHandle, dest: Path) -> None:
@@ -426,9 +511,10 @@ class DockerBackend(Backend[DockerRunHandle]):
     @override
     def stop(self, handle: DockerRunHandle, grace: float = contract.STOP_GRACE) -> None:
         client = self._client()
-        # A pair's agent container first: while it ends (grading what is there, within
-        # the grace) it still needs the daemon in the task container.
-        for container in dict.fromkeys((handle.awaited, handle.container_id)):
+        # A pair's agent container first: the checker records the stop when it ends.
+        for container in dict.fromkeys((handle.agent_container, handle.container_id)):
+            if container is None:
+                continue
             try:
                 with engine_errors(f"stopping run {handle.run_id}"):
                     client.api.stop(container, timeout=max(0, round(grace)))
@@ -446,8 +532,9 @@ class DockerBackend(Backend[DockerRunHandle]):
         """Remove everything of a run, kept or not, running or not."""
         client = self._client()
         if handle.pair is not None:
-            if handle.agent_container is not None:
-                join_relay(handle.agent_container, timeout=0)
+            for container in (handle.agent_container, handle.container_id):
+                if container is not None:
+                    join_relay(container, timeout=0)
             self._remove_pair(client, handle.pair, handle.network)
             return
         self._remove(client, handle.container_id, handle.network)
@@ -563,6 +650,8 @@ class DockerBackend(Backend[DockerRunHandle]):
         env_names: Sequence[str] = (),
         container: ContainerRole = "task",
     ) -> list[str]:
+        if container == "agent" and handle.agent_timeout is not None:
+            refuse_in_agent_container(user)
         argv = [shutil.which("docker") or "docker", "exec"]
         if stdin:
             argv.append("--interactive")
@@ -577,5 +666,5 @@ class DockerBackend(Backend[DockerRunHandle]):
                 raise BackendError(f"invalid environment variable name {name!r}")
             # `--env NAME` without a value: docker reads the value from its own environment.
             argv += ["--env", name]
-        target = handle.awaited if container == "agent" else handle.container_id
-        return [*argv, target, *command]
+        target = handle.agent_container if container == "agent" else None
+        return [*argv, target or handle.container_id, *command]

@@ -8,9 +8,11 @@ from ssebench.spec import RunHandle
 class DockerRunHandle(RunHandle, kw_only=True, frozen=True):
     """A run on the Docker engine: its container, network and host results directory.
 
-    A sidecar run's `container_id` is its task container; `agent_container` the one
-    the run waits for, and `pair` the `ssebench.run` label its containers and volumes
-    carry (`_pair.py`).
+    A pair's `container_id` is its checker (the task container), which the run waits
+    for, and `agent_container` the agent's; `pair` is the `ssebench.run` label its
+    containers and volumes carry (`_pair.py`). `agent_timeout` (the run's `TIMEOUT`)
+    marks a pair whose agent container the backend watches (`_agent_watch.py`); a pair
+    started before that layout has none, and its agent container was the awaited one.
     """
 
     container_id: str
@@ -18,8 +20,12 @@ class DockerRunHandle(RunHandle, kw_only=True, frozen=True):
     results_dir: str | None = None
     agent_container: str | None = None
     pair: str | None = None
+    agent_timeout: float | None = None
 
     @property
     def awaited(self) -> str:
-        """The container the run waits for: the agent's in sidecar mode, else the only one."""
+        """The container whose end is the run's: the checker (or the only container); the
+        agent's in a sidecar pair of the earlier layout, which ran the entrypoint there."""
+        if self.agent_timeout is not None:
+            return self.container_id
         return self.agent_container or self.container_id

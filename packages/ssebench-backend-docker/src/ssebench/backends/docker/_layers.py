@@ -23,6 +23,7 @@ from typing import IO, Final
 
 import docker
 from ssebench.backends.docker._build import (
+    DAEMON_LABEL,
     BuildLine,
     BuiltImage,
     Progress,
@@ -279,6 +280,8 @@ def build_tool(
         inputs=inputs_digest(parents, home / TOOL_FOLDER),
         progress=progress,
         platform=platform,
+        # A sandbox run's checker: `images push` publishes it, and refuses a tag without.
+        labels={DAEMON_LABEL: runtime_version()},
     )
 
 

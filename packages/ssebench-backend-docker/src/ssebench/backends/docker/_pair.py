@@ -31,6 +31,9 @@ from ssebench.spec import PlatformNotFoundError, labels
 AGENT_CONTAINER_LABEL: Final = "ssebench.agent-container"
 """Added by the Docker backend to a sidecar run's task container: its agent container."""
 
+AGENT_TIMEOUT_LABEL: Final = "ssebench.agent-timeout"
+"""On the checker of a pair whose agent container the backend watches: the run's TIMEOUT."""
+
 
 def create_volumes(client: docker.DockerClient, names: list[str], pair: str) -> None:
     """Create a pair's volumes, labelled with the pair's ID.

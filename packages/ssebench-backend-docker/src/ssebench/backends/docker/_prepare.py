@@ -4,8 +4,9 @@ Built locally: case -> runtime -> tool (the image builders), then in sandbox
 mode the agent layer `<registry>/agent-<agent>/<task>:<agent version>`: the agent's Dockerfile
 (checked before anything is built) on the tool layer without its hidden
 material, sealed with SSEBench's own paths (`_agent_layer.py`); its CMD is the
-agent command. In sidecar mode `_sidecar_layers.py` builds the task container's
-image on the tool layer and the agent's image on a task-independent base.
+agent command; the checker runs the tool layer itself. In sidecar mode
+`_sidecar_layers.py` builds the checker's image on the tool layer and the agent's
+image on a task-independent base.
 """
 
 from __future__ import annotations
@@ -261,6 +262,6 @@ def prepare_run_images(client: docker.DockerClient, request: ImageRequest) -> Im
         built = build_agent(
             client, request.agent, request.task, home, printer, platform, tool_id=tool.image_id
         )
-        return Images(agent=built.image_id)
+        return Images(agent=built.image_id, environment=tool.image_id)
     finally:
         printer.flush()

@@ -218,8 +218,9 @@ def publish(
 ) -> list[Published]:
     """Build what is missing of each image the modes' runs use, and push it.
 
-    Sandbox: one agent-and-task image per pair. Sidecar: one agent image per
-    agent (for every task) and one task-container image per task. Every agent's
+    Sandbox: one agent image per agent and task, and the task's tool layer (the
+    checker's image) once per task. Sidecar: one agent image per agent (for every
+    task) and one checker's image per task. Every agent's
     Dockerfile is checked and the registry named before anything is built.
 
     Raises:
@@ -230,14 +231,16 @@ def publish(
     push_registry()
     for agent in agents:
         check_agent_dockerfile(agent)
-    build_tool_images(client, tasks, home, progress=progress)
+    tools = build_tool_images(client, tasks, home, progress=progress)[2::2]
     published = []
     for mode in modes:
-        for task in tasks:
+        for task, tool in zip(tasks, tools, strict=True):
             for agent in agents:
                 names = prebuilt_images(ImageRequest(mode=mode, task=task, agent=agent))
                 if mode == "sandbox":
-                    built = [build_agent(client, agent, task, home, progress)]
+                    built = [build_agent(client, agent, task, home, progress, None, tool.image_id)]
+                    if agent == agents[0]:  # the checker's image: once per task
+                        built.append(tool)
                 elif agent == agents[0]:
                     built = [
                         build_sidecar_agent(client, agent, home, progress),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ssebench.backends.docker._handle import DockerRunHandle
-from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL
+from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL, AGENT_TIMEOUT_LABEL
 from ssebench.spec import RunInfo, RunState, labels
 
 KEEP_LABEL: Final = "ssebench.keep"
@@ -72,5 +72,14 @@ def run_info(summary: dict[str, Any]) -> RunInfo:
             results_dir=tags.get(labels.RESULTS),
             agent_container=tags.get(AGENT_CONTAINER_LABEL),
             pair=tags.get(labels.RUN),
+            agent_timeout=_seconds(tags.get(AGENT_TIMEOUT_LABEL)),
         ),
     )
+
+
+def _seconds(value: str | None) -> float | None:
+    """A label's number of seconds; None when absent or not a number."""
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -4,7 +4,7 @@
                    the base image and the runtime: the users, folders and entrypoint
                    of a tool layer, and no task at all
     agent          <registry>/agent-<agent>/sidecar:<agent version>   the agent's own
-                   Dockerfile on sidecar-agent, sealed (images/sidecar-agent/seal.Dockerfile)
+                   Dockerfile on sidecar-agent, sealed (images/tool/seal.Dockerfile)
     tool-sidecar   <registry>/tool-sidecar/<task>:<daemon version>   images/sidecar-case/
                    on the task's tool layer: PID 1 runs the daemon only
 
@@ -61,6 +61,7 @@ SETUP_SCRIPT: Final = "setup.py"
 """The tool layer's set-up script (in images/tool/), which sidecar images use too."""
 
 SEAL_DOCKERFILE: Final = "seal.Dockerfile"
+"""The agent images' seal (both modes), in the tool layer's folder."""
 
 
 def sidecar_agent_base_name() -> str:
@@ -85,12 +86,14 @@ def tool_sidecar_image_name(task: Task) -> str:
 
 @contextmanager
 def _context(home: Path) -> Iterator[IO[bytes]]:
-    """images/sidecar-agent's files and images/tool/setup.py, as one normalized tar stream."""
+    """images/sidecar-agent's files and images/tool's set-up script and seal, as one
+    normalized tar stream."""
     with tempfile.TemporaryFile() as stream:
         with tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for path in sorted((home / SIDECAR_AGENT_FOLDER).iterdir()):
                 tar.add(path, arcname=path.name, filter=_normalized)
-            tar.add(home / TOOL_FOLDER / SETUP_SCRIPT, arcname=SETUP_SCRIPT, filter=_normalized)
+            for name in (SETUP_SCRIPT, SEAL_DOCKERFILE):
+                tar.add(home / TOOL_FOLDER / name, arcname=name, filter=_normalized)
         stream.seek(0)
         yield stream
 
@@ -159,14 +162,14 @@ def build_sidecar_agent(
         progress=progress,
         platform=platform,
     )
-    check_agent_stage(client, agent, stage.image_id, base.image_id)
+    seal = check_agent_stage(client, agent, stage.image_id, base.image_id)
     return build_layer(
         client,
         layer=f"agent {agent.name} (sealed)",
         tag=sidecar_agent_image_name(agent),
         context=functools.partial(_context, home),
         dockerfile=SEAL_DOCKERFILE,
-        buildargs={"BASE_IMAGE": base.image_id, "AGENT_STAGE": stage.image_id},
+        buildargs=seal,
         inputs=inputs_digest([base.image_id, stage.image_id, _context_digest(home)]),
         progress=progress,
         platform=platform,
