@@ -58,6 +58,21 @@ def test_the_container_is_the_task_container_by_default_and_the_agents_on_reques
     assert _parse(argv[argv.index("-m") + 2 :]).container == container
 
 
+@pytest.mark.parametrize("user", ["root", "0", "0:0", "model:root", "1000:0", "nobody"])
+def test_a_checker_pairs_agent_container_refuses_every_user_but_model(user: str) -> None:
+    handle = K8sRunHandle(
+        run_id="r", name="job", namespace="ns", pod="pod-1", sidecar=True, agent_timeout=60.0
+    )
+    backend = KubernetesBackend()
+    with pytest.raises(BackendError, match=f"runs model only, never {user!r}"):
+        backend.exec_argv(handle, ["id"], user=user, container="agent")
+    for allowed in (None, "model", "1000", "1000:1000", "model:model"):
+        backend.exec_argv(handle, ["id"], user=allowed, container="agent")
+    # The checker is root's, and a pod of the earlier layout had no checker to guard.
+    backend.exec_argv(handle, ["id"], user=user, container="task")
+    backend.exec_argv(_handle(True), ["id"], user=user, container="agent")
+
+
 @pytest.mark.parametrize("name", ["", "A=B", "1X", "A B", "X;rm"])
 def test_a_variable_name_that_is_not_one_is_refused(name: str) -> None:
     with pytest.raises(BackendError, match="invalid environment variable name"):

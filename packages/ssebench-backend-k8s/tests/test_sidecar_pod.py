@@ -19,7 +19,9 @@ from ssebench.spec import Mount, NetworkPolicy, RunSpec, SidecarPair, contract
 SECRET = "sk-never-in-the-task-container"
 
 
-def _pod(tmp_path: Path, egress: str = "restricted") -> Any:
+def _pod(
+    tmp_path: Path, egress: str = "restricted", *, checker: bool = False, model_key: bool = False
+) -> Any:
     env = {
         contract.ENV_API_KEY: SECRET,
         contract.ENV_RESULTS: contract.RESULTS_DIR,
@@ -28,7 +30,12 @@ def _pod(tmp_path: Path, egress: str = "restricted") -> Any:
         contract.ENV_DAEMON_SOCKET: contract.SIDECAR_DAEMON_SOCKET,
     }
     pair = SidecarPair.create(
-        run_id="r1", environment_image="reg/tool-sidecar/t:1", source_dir="/src/p", env=env
+        run_id="r1",
+        environment_image="reg/tool-sidecar/t:1",
+        source_dir="/src/p",
+        env=env,
+        checker=checker,
+        model_key=model_key,
     )
     spec = RunSpec(
         run_id="r1",
@@ -44,6 +51,17 @@ def _pod(tmp_path: Path, egress: str = "restricted") -> Any:
     job = objects.job("job-1", spec, {}, {}, {})
     add_pair(job, spec, pair)
     return job.spec.template.spec
+
+
+def test_a_checker_whose_plugin_uses_the_model_gets_the_runs_key_from_its_secret(
+    tmp_path: Path,
+) -> None:
+    task, run, _ = _pod(tmp_path, checker=True, model_key=True).containers
+    keyed = {e.name: e for e in task.env}[contract.ENV_API_KEY]
+    assert keyed.value is None  # a reference to the run's Secret, as the agent's is
+    assert keyed.value_from == {e.name: e for e in run.env}[contract.ENV_API_KEY].value_from
+    plain, _, _ = _pod(tmp_path, checker=True).containers
+    assert contract.ENV_API_KEY not in {e.name for e in plain.env}
 
 
 def _mounts(container: Any) -> dict[str, str]:
@@ -111,6 +129,23 @@ def test_each_container_has_its_own_kill_file(tmp_path: Path) -> None:
     assert task.liveness_probe.period_seconds == run.liveness_probe.period_seconds
 
 
+def test_a_checkers_pod_asks_the_checker_whether_the_agent_container_lives(
+    tmp_path: Path,
+) -> None:
+    """No probe runs a program of the agent's image: the agent container's probes are the
+    kubelet's HTTP requests to the port the checker serves until the agent's kill file
+    exists; the checker's own probe still looks for its kill file in its own image."""
+    task, run, _ = _pod(tmp_path, checker=True).containers
+    for probe in (run.liveness_probe, run.startup_probe):
+        assert probe._exec is None and probe.tcp_socket is None
+        assert (probe.http_get.port, probe.http_get.path) == (contract.AGENT_ALIVE_PORT, "/agent")
+    assert run.liveness_probe.period_seconds == objects.PROBE_PERIOD
+    assert run.liveness_probe.failure_threshold == objects.PROBE_FAILURES
+    env = {e.name: e.value for e in task.env}
+    assert env[contract.ENV_AGENT_KILL_FILE] == f"{objects.CONTROL_DIR}/{objects.KILL_FILE}"
+    assert task.liveness_probe._exec.command[-1].endswith(f"/{KILL_TASK_FILE}")
+
+
 def test_every_container_asks_the_registry_for_its_tags_digest_at_each_start(
     tmp_path: Path,
 ) -> None:
@@ -119,3 +154,36 @@ def test_every_container_asks_the_registry_for_its_tags_digest_at_each_start(
     containers = [*pod.containers, *(pod.init_containers or [])]
     assert {c.name for c in containers} >= {TASK_CONTAINER, FILL_CONTAINER, "policy-wait"}
     assert {c.image_pull_policy for c in containers} == {"Always"}
+
+
+def test_a_checkers_pod_runs_the_agent_as_model_with_no_results_and_helpers_of_the_checker(
+    tmp_path: Path,
+) -> None:
+    pod = _pod(tmp_path, checker=True)
+    task, run, keeper = pod.containers
+    assert task.command == [
+        contract.RUNTIME_PYTHON,
+        "-I",
+        "-m",
+        contract.ENTRYPOINT_MODULE,
+        contract.AGENT_CONTAINER_FLAG,
+    ]
+    assert task.security_context.seccomp_profile.type == "RuntimeDefault"
+    # The agent's: the launcher, whatever the image says, as model, nothing more.
+    assert run.command == [contract.RUNTIME_PYTHON, "-I", "-m", contract.LAUNCHER_MODULE]
+    assert run.args is None
+    context = run.security_context
+    assert (context.run_as_user, context.run_as_group, context.run_as_non_root) == (
+        contract.MODEL_UID,
+        contract.MODEL_UID,
+        True,
+    )
+    assert context.allow_privilege_escalation is False
+    assert context.capabilities.drop == ["ALL"]
+    assert context.seccomp_profile.type == "RuntimeDefault"
+    assert run.working_dir == "/src/p"
+    assert contract.RESULTS_DIR not in _mounts(run)
+    assert _mounts(task)[contract.RESULTS_DIR] == "results"
+    # No helper runs the agent's image.
+    helpers = [keeper, *pod.init_containers]
+    assert {c.image for c in helpers} == {"reg/tool-sidecar/t:1"}

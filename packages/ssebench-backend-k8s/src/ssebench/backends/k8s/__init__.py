@@ -6,30 +6,39 @@ namespace from `SSEBENCH_K8S_NAMESPACE` (default `ssebench`). The backend
 needs only the namespaced Role in `role.yaml` (and, for runs with a model,
 `gateway-role.yaml`'s in the gateway's namespace).
 
-A run (sandbox mode) is a Job with no retries whose one pod has two containers:
+A run, in either mode, is a Job with no retries whose one pod holds the run's two
+containers (`_sidecar`; docs/architecture.md) and a keeper, with no shared process namespace:
 
-- `run`: the run's image, unchanged; its entrypoint is PID 1 (no shared
-  process namespace). It mounts the results (`SSE_RESULTS`) and archive
-  (`SSE_ARCHIVE`) directories as emptyDir volumes, the reference patch from
-  the run's Secret, and a read-only `control` emptyDir.
-- `keeper`: the same image running `sleep infinity`, root with only
-  CAP_DAC_READ_SEARCH, mounting the same three volumes. It never ends by
-  itself, so the pod, and with it the emptyDir storage, lasts after `run`
-  ended, whatever its exit status, until `cleanup` deletes the Job.
+- `task`, the checker: the task's tool image (never the agent's), SSEBench's
+  entrypoint as root, PID 1, with `--agent-container`: the daemon, the MCP server,
+  the evaluator. It mounts the results (`SSE_RESULTS`) and archive (`SSE_ARCHIVE`)
+  directories as emptyDir volumes, the source tree and sockets emptyDirs it shares
+  with the agent, and a read-only `control` emptyDir. Its end is the run's.
+- `run`, the agent's container: the agent's image as `model` (uid 1000, no
+  capability, no privilege escalation, RuntimeDefault seccomp), SSEBench's launcher
+  as its command, without the results. The backend watches it (`_agent_watch`)
+  and tells the checker, by exec of `ssebench.daemon.report`, when the agent ended.
+- `keeper`: the checker's image running `sleep infinity`, root with only
+  CAP_DAC_READ_SEARCH, mounting the results, archive and control volumes. It never
+  ends by itself, so the pod, and with it the emptyDir storage, lasts after the
+  others ended, whatever their exit status, until `cleanup` deletes the Job.
 
 Why nothing is lost: everything the entrypoint, the daemon and the agent wrote
 lives in the pod's emptyDir volumes, which live as long as the pod, and the
 pod lives as long as the keeper, i.e. until `cleanup`. `collect_results`
 reads them through the API (`tar` in the keeper, over exec) and copies them
-into the run directory. `stop` never deletes the pod: it sends SIGTERM to the
-entrypoint (`kill -TERM 1` exec'd in `run`), which records the error grade and
-the reason and exits 143; if it is still there when the grace is over, `stop`
-writes `control/kill` through the keeper, the `run` container's liveness probe
+into the run directory. `stop` never deletes the pod: it sends SIGTERM to each
+container's PID 1 by exec (the agent's first, as `model`: the container's user), and
+the checker records the error grade
+and the reason and exits 143; a container still there when the grace is over gets
+its kill file written into `control/` through the keeper: its liveness probe
 fails on it and the kubelet kills that one container (restartPolicy Never: it
-stays ended; the API cannot kill one container any other way). The pod and the
-keeper stay, so what was written before the kill is still collected. Only a
-run whose container never started (an image still being pulled) has its pod
-deleted by `stop`: it wrote nothing.
+stays ended; the API cannot kill one container any other way). The agent
+container's probe runs nothing of its image: it is an HTTP request to the port
+the checker serves (`contract.AGENT_ALIVE_PORT`, 503 once `control/kill` exists).
+The pod and the keeper stay, so what was written before the kill is still
+collected. Only a run whose containers never started (an image still being
+pulled) has its pod deleted by `stop`: it wrote nothing.
 
 What is copied out is tamed on the way (`_copyout`): regular files and
 directories only, permission bits masked to 0755, sizes capped with a marker.
@@ -40,8 +49,8 @@ test cluster), so it waits until a connection to the API server's service is
 refused or stays unanswered for a second, i.e. until the pod's deny rules are in
 force (without it, a restricted run reached another pod in its first moments);
 any other failure proves nothing and is tried again. It fails closed after 120 s.
-An init container, not a wait in the run container: the backend does not know the
-image's command, so it cannot put anything before it.
+An init container of the checker's image, so nothing of the agent's image runs,
+even as `model`, before the policy holds.
 
 `endpoint` starts a detached forwarder process (`_forward`) on 127.0.0.1 that
 relays to the pod through the API, records itself in a state file so the next
@@ -56,12 +65,9 @@ resumed, so its pod never exists without them. Labels Kubernetes refuses as
 values (the run directory) go into annotations under the same key; `list_runs`
 accepts both.
 
-A sidecar run is the same pod with a third container, `task` (the task image,
-the daemon as PID 1), listed first, and two more emptyDir volumes both containers
-mount, the source tree and the daemon's sockets; an init container copies the
-task image's source tree into the first (`_sidecar`). Its results live in the
-same emptyDirs, held by the same keeper, so the same reasoning holds. `stop`
-ends the agent's container first, then the task's, each with its own kill file.
+The modes differ in the agent's image only (the open tool layer plus the agent in
+sandbox mode, the runtime base plus the agent in sidecar mode); an init container
+copies the checker image's source tree into the source volume (`_sidecar`).
 
 `exec_argv` is an exec client of our own over the API (`_exec_cli`, run as
 `python -m`), not kubectl: kubectl exec can neither switch user nor pass an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import tarfile
@@ -18,6 +19,7 @@ from typing_extensions import override
 
 from ssebench.backends.k8s import _objects as objects
 from ssebench.backends.k8s import _rest as rest
+from ssebench.backends.k8s._agent_watch import agent_log, tell_checker, watch_agent
 from ssebench.backends.k8s._api import api_client, api_errors, gateway_namespace, namespace
 from ssebench.backends.k8s._copyout import extract
 from ssebench.backends.k8s._exec import run_in
@@ -41,9 +43,11 @@ from ssebench.spec import (
     RunTimeoutError,
     contract,
     labels,
+    refuse_in_agent_container,
 )
 from ssebench.spec._images import prebuilt_images
 from ssebench.spec.lease import renewal
+from ssebench.spec.streams import merge_lines
 
 if TYPE_CHECKING:
     from ssebench.backends.k8s._gateway_deploy import GatewayDeployer, K8sGatewayStatus
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 _POLL: Final = 0.5
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KILLED: Final = 137
+RUN: Final = objects.RUN_CONTAINER
 _START_TIMEOUT: Final = 600
 """Seconds a run's image may take to be pulled and started."""
 _CANNOT_START: Final = frozenset(
@@ -176,6 +181,9 @@ class KubernetesBackend(Backend[K8sRunHandle]):
             objects.NAME_LABEL: name,
             objects.KEEP_LABEL: "true" if spec.keep else "false",
         }
+        checker = spec.sidecar is not None and spec.sidecar.checker
+        if checker:
+            own[objects.AGENT_TIMEOUT_LABEL] = str(spec.timeout)
         data, artifacts = objects.secret_data(spec)
         made = objects.job(name, spec, own, annotations, artifacts)
         if spec.sidecar is not None:
@@ -221,6 +229,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                 pod=pod,
                 results_dir=spec.results.source,
                 sidecar=spec.sidecar is not None,
+                agent_timeout=float(spec.timeout) if checker else None,
             )
             # Its containers exist once the image is pulled: a missing image fails here.
             started = self._until_started(handle)
@@ -312,13 +321,17 @@ class KubernetesBackend(Backend[K8sRunHandle]):
         core = self._core()
         deadline = None if timeout is None else time.monotonic() + timeout
         marker = f"{objects.KEEP_ROOT}/results/{contract.GRADED_MARKER}"
+        if handle.agent_timeout is not None:
+            status = watch_agent(self._client(), core, handle, deadline)
+            if status is not None:
+                tell_checker(core, handle, status)
         while True:
             try:
                 with api_errors(f"watching run {handle.run_id}"):
                     pod: Any = core.read_namespaced_pod(handle.pod, handle.namespace)
             except PlatformNotFoundError:
                 return _KILLED
-            state, code = _state(pod)
+            state, code = _state(pod, handle.awaited)
             if state == "exited":
                 self._join_relay(handle)
                 return code if code is not None else 1
@@ -345,14 +358,29 @@ class KubernetesBackend(Backend[K8sRunHandle]):
 
     @override
     def logs(self, handle: K8sRunHandle, follow: bool = False) -> Iterator[str]:
-        return self._lines(handle, follow=follow, stream=None)
+        """The run's output: a checker's pod shows the agent container's, then the
+        checker's (both as they come when following)."""
+        agent = self._lines(handle, follow=follow, stream=None)
+        if handle.agent_timeout is None:
+            return agent
+        checker = self._lines(handle, follow=follow, stream=None, container=TASK_CONTAINER)
+        if follow:
+            return merge_lines([agent, checker])
+        return itertools.chain(agent, checker)
 
-    def _lines(self, handle: K8sRunHandle, *, follow: bool, stream: str | None) -> Iterator[str]:
+    def _lines(
+        self,
+        handle: K8sRunHandle,
+        *,
+        follow: bool,
+        stream: str | None,
+        container: str = objects.RUN_CONTAINER,
+    ) -> Iterator[str]:
         """The output's lines (without their newline); the request is made now (a refusal
         raises here, not at the first line)."""
         if follow:
             self._until_started(handle)
-        query = {"container": objects.RUN_CONTAINER, "follow": str(follow).lower()}
+        query = {"container": container, "follow": str(follow).lower()}
         if stream:
             query["stream"] = stream
         path = f"/api/v1/namespaces/{handle.namespace}/pods/{handle.pod}/log"
@@ -397,6 +425,12 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                 raise BackendError(f"copying the results of run {handle.run_id}: {exc}") from exc
         if report:
             print(f"ssebench: results of run {handle.run_id}: {report}", file=sys.stderr)
+        if handle.agent_timeout is not None:
+            # The agent container's output, capped here: its launcher is the agent's.
+            try:
+                (dest / "agent.log").write_bytes(agent_log(self._client(), handle))
+            except (BackendError, OSError) as exc:
+                print(f"ssebench: agent.log of run {handle.run_id}: {exc}", file=sys.stderr)
 
     @override
     def stop(self, handle: K8sRunHandle, grace: float = contract.STOP_GRACE) -> None:
@@ -545,7 +579,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
 
         with api_errors(f"finding run {handle.run_id}"):
             pod: Any = self._core().read_namespaced_pod(handle.pod, handle.namespace)
-        if _state(pod)[0] != "running":
+        if _state(pod, handle.awaited)[0] != "running":
             raise BackendError(f"run {handle.run_id} is not running")
         return forward_url(handle.namespace, handle.pod, port)
 
@@ -568,6 +602,8 @@ class KubernetesBackend(Backend[K8sRunHandle]):
         for name in env_names:
             if not _ENV_NAME.fullmatch(name):
                 raise BackendError(f"invalid environment variable name {name!r}")
+        if container == "agent" and handle.agent_timeout is not None:
+            refuse_in_agent_container(user)
         chosen = TASK_CONTAINER if handle.sidecar and container == "task" else None
         return argv(
             handle.namespace,
@@ -640,7 +676,8 @@ class KubernetesBackend(Backend[K8sRunHandle]):
 
 
 def _run_info(pod: Any, tags: dict[str, str]) -> RunInfo:
-    state, code = _state(pod)
+    agent_timeout = _seconds(tags.get(objects.AGENT_TIMEOUT_LABEL))
+    state, code = _state(pod, TASK_CONTAINER if agent_timeout is not None else RUN)
     meta = pod.metadata
     shown = {k: v for k, v in tags.items() if k.startswith(labels.PREFIX)}
     created = meta.creation_timestamp
@@ -664,5 +701,13 @@ def _run_info(pod: Any, tags: dict[str, str]) -> RunInfo:
             pod=meta.name,
             results_dir=tags.get(labels.RESULTS),
             sidecar=is_sidecar(pod),
+            agent_timeout=agent_timeout,
         ),
     )
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

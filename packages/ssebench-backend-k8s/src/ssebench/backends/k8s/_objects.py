@@ -33,6 +33,12 @@ RUN_CONTAINER: Final = "run"
 KEEPER_CONTAINER: Final = "keeper"
 """Holds the results' storage after the run container ended, until `collect_results`."""
 
+POLICY_WAIT_CONTAINER: Final = "policy-wait"
+"""A restricted run's first init container: waits until its NetworkPolicy is in force."""
+
+AGENT_TIMEOUT_LABEL: Final = "ssebench.agent-timeout"
+"""On a run's pod: its TIMEOUT; the pod's agent container is watched by the backend."""
+
 KEEP_ROOT: Final = "/ssebench-keep"
 """Where the keeper mounts the results (`results/`), the archive (`archive/`), `control/`."""
 
@@ -237,7 +243,7 @@ def job(
     if spec.network.egress == "restricted":
         init.append(
             client.V1Container(
-                name="policy-wait",
+                name=POLICY_WAIT_CONTAINER,
                 image=spec.image,
                 image_pull_policy=PULL_POLICY,
                 command=["/bin/bash", "-c", POLICY_WAIT],
