@@ -17,6 +17,7 @@ from ssebench.conformance import (
     CHECKS,
     KNOWN_FAILURES,
     Check,
+    _checker_checks,
     _checks,
     _egress,
     capabilities,
@@ -62,7 +63,7 @@ class ExecBackend(FakeBackend):
 def test_every_check_function_is_in_the_suite_once() -> None:
     defined = {
         name
-        for module in (_checks, _egress)
+        for module in (_checks, _checker_checks, _egress)
         for name, function in inspect.getmembers(module, inspect.isfunction)
         if function.__module__ == module.__name__ and not name.startswith("_")
     }

@@ -270,8 +270,9 @@ class FakeBackend(Backend[RunHandle]):
             self.images[name] = self.images[environment] = self.built
             return Images(agent=name, environment=environment)
         name = f"fake/agent-{request.agent.name}/{request.task.id.lower()}:1"
-        self.images[name] = self.built
-        return Images(agent=name)
+        environment = f"fake/tool/{request.task.id.lower()}:1"
+        self.images[name] = self.images[environment] = self.built
+        return Images(agent=name, environment=environment)
 
     @override
     def copy_from_image(

@@ -118,8 +118,14 @@ class Harness:
         env: dict[str, str] | None = None,
         image: str | None = None,
         run_id: str | None = None,
+        checker: bool = False,
     ) -> RunSpec:
-        """A probe run's spec with the runner's labels, its run directory made."""
+        """A probe run's spec with the runner's labels, its run directory made.
+
+        With `checker`, in either mode, a checker pair as the runner asks for one: the
+        probe as the agent (in `mode`, through the launcher's stand-in) and as the checker
+        (whose end, once the backend reported the agent's, is the run's); see
+        probe/runtime.sh."""
         run_id = run_id or f"conf-{secrets.token_hex(4)}"
         run_dir = self.workdir / run_id
         (run_dir / contract.RUN_ARCHIVE).mkdir(parents=True, exist_ok=True)
@@ -132,17 +138,19 @@ class Harness:
             **(env or {}),
         }
         sidecar = None
-        if self.suite.mode == "sidecar":
+        if self.suite.mode == "sidecar" or checker:
             run_env[contract.ENV_DAEMON_SOCKET] = contract.SIDECAR_DAEMON_SOCKET
-            pair = SidecarPair.create(
+            sidecar = SidecarPair.create(
                 run_id=run_id,
                 environment_image=self.probe_image,
                 source_dir=PROBE_SOURCE,
                 env=run_env,
+                checker=checker,
             )
-            sidecar = msgspec.structs.replace(
-                pair, env={**pair.env, "PROBE_MODE": "sleep", WHICH_CONTAINER: "task"}
-            )
+            if not checker:
+                sidecar = msgspec.structs.replace(
+                    sidecar, env={**sidecar.env, "PROBE_MODE": "sleep", WHICH_CONTAINER: "task"}
+                )
         return RunSpec(
             run_id=run_id,
             task_name=PROBE_TASK,
@@ -173,9 +181,11 @@ class Harness:
         keep: bool = False,
         egress: Egress = "restricted",
         env: dict[str, str] | None = None,
+        checker: bool = False,
     ) -> tuple[RunSpec, RunHandle]:
-        """Start a probe run in `mode` (see probe.sh); it is removed when the check ends."""
-        spec = self.spec(mode, keep=keep, egress=egress, env=env)
+        """Start a probe run in `mode` (see probe.sh; `checker`: see `spec`); it is removed
+        when the check ends."""
+        spec = self.spec(mode, keep=keep, egress=egress, env=env, checker=checker)
         handle = self.backend.start(spec)
         self._started.append(handle)
         return spec, handle

@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from typing_extensions import override
 
+from ssebench.conformance import _checker_checks as k
 from ssebench.conformance import _checks as c
 from ssebench.conformance import _egress as e
 from ssebench.conformance._check import Capability, Check, capabilities
@@ -56,6 +57,13 @@ CHECKS: Final[tuple[Check, ...]] = (
     ),
     Check(c.without_exec_asking_for_a_command_is_a_backend_error, lacks=_EXEC),
     Check(c.a_planted_secret_never_surfaces_outside_the_container),
+    Check(
+        k.a_checker_pairs_agent_runs_as_model_alone_without_capabilities_or_the_results, engine=True
+    ),
+    Check(k.a_checker_pair_ends_with_its_checker_told_the_agents_exit_status, engine=True),
+    Check(
+        k.commands_in_a_checker_pairs_agent_container_run_as_model_only, needs=_EXEC, engine=True
+    ),
     Check(e.a_restricted_run_reaches_neither_the_host_nor_the_internet_standin, engine=True),
     Check(
         e.a_restricted_run_with_its_endpoint_still_reaches_neither_the_host_nor_the_internet,
