@@ -208,7 +208,8 @@ class ScannedFake(FakeBackend):
             container.write(f"{contract.RESULTS_DIR}/result.json", graded)
             return 0
 
-        self.images[images.agent] = FakeImage(
+        # The checker's image holds the reference patch; the agent's plays the program.
+        self.images[images.agent] = self.images[images.task_image()] = FakeImage(
             files={f"{contract.TASK_DIR}/diffs/patch.diff": b"--- a/x\n+++ b/x\n"},
             program=program,
         )

@@ -70,9 +70,11 @@ class PerRunFake(FakeBackend):
     def prepare_images(self, request: ImageRequest) -> Images:
         images = super().prepare_images(request)
         program = self.choose(request.task.id, request.agent.name)
-        self.images[images.agent] = FakeImage(
+        # The checker's image holds the reference patch; the agent's plays the program.
+        image = FakeImage(
             files={f"{contract.TASK_DIR}/diffs/patch.diff": REFERENCE_PATCH}, program=program
         )
+        self.images[images.agent] = self.images[images.task_image()] = image
         return images
 
 
@@ -126,7 +128,10 @@ def test_an_evaluation_runs_the_cross_product_and_records_each_run_as_run_does(
         assert provenance["agent_version"] == "1.0"
         assert provenance["dataset"] == "demo"
         assert provenance["dataset_version"] == "1"
-        assert provenance["images"] == {"agent": f"fake/agent-{slot['agent']}/{slot['task']}:1"}
+        assert provenance["images"] == {
+            "agent": f"fake/agent-{slot['agent']}/{slot['task']}:1",
+            "environment": f"fake/tool/{slot['task']}:1",
+        }
         assert "ssebench-runner" in provenance["ssebench"]
         assert len(provenance["inputs"]) == 64
     # Recorded exactly where `ssebench runs results` finds them.

@@ -354,8 +354,8 @@ def test_a_failed_reference_copy_leaves_nothing_behind(
     assert outcome.exit_code == 1
     assert outcome.stderr == (
         "ssebench: cannot copy the reference patch /ssebench/diffs/patch.diff out of image "
-        "fake/agent-dummy/demo-task:1: no file /ssebench/diffs/patch.diff in "
-        "fake/agent-dummy/demo-task:1\n"
+        "fake/tool/demo-task:1: no file /ssebench/diffs/patch.diff in "
+        "fake/tool/demo-task:1\n"
     )
     assert not Path("results").exists()
     assert "start" not in backend.methods

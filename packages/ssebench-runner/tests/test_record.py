@@ -127,6 +127,9 @@ def test_run_json_holds_the_spec_with_the_environments_names_only(
             contract.ENV_CHECK_TIMEOUT,
             contract.ENV_KEEP_ALIVE,
             contract.ENV_PIDS_LIMIT,
+            contract.ENV_MODE,
+            contract.ENV_MCP_URL,
+            contract.ENV_DAEMON_SOCKET,
         ]
     )
     folder = run_dir().absolute()
@@ -171,6 +174,11 @@ def test_the_container_gets_the_contracts_environment(fake: FakeBackend, cli: Cl
         "SSE_KEEP_ALIVE": "0",
         # The run's process limit, which the container holds where the kernel does not.
         "SSE_PIDS_LIMIT": "1024",
+        # How the agent learns its mode and where the MCP server is.
+        "SSE_MODE": "sandbox",
+        "SSE_MCP_URL": "http://127.0.0.1:3000/mcp",
+        # The checker's socket on the volume both containers share, in both modes.
+        "SSE_DAEMON_SOCKET": "/run/ssebench/sse.sock",
     }
 
 
@@ -198,8 +206,9 @@ def test_every_run_directory_gets_the_reference_patch(fake: FakeBackend, cli: Cl
     for agent in ("reference", "dummy"):
         assert (run_dir(agent=agent) / "reference.patch").read_bytes() == REFERENCE_PATCH
     assert [(image, path) for image, path, _, _ in fake.calls_to("copy_from_image")] == [
-        ("fake/agent-reference/demo-task:1", "/ssebench/diffs/patch.diff"),
-        ("fake/agent-dummy/demo-task:1", "/ssebench/diffs/patch.diff"),
+        # The checker's image holds it: no agent image holds hidden material.
+        ("fake/tool/demo-task:1", "/ssebench/diffs/patch.diff"),
+        ("fake/tool/demo-task:1", "/ssebench/diffs/patch.diff"),
     ]
 
 
@@ -374,7 +383,10 @@ def test_the_summary_names_what_the_backend_says_it_started_the_run_from(
     outcome = cli(*run_args())
 
     assert outcome.exit_code == 0, outcome.stderr
-    assert read(run_dir() / "summary.json")["provenance"]["images"] == {"agent": digest}
+    assert read(run_dir() / "summary.json")["provenance"]["images"] == {
+        "agent": digest,
+        "environment": f"fake/tool/{TASK_ID}:1",
+    }
 
 
 def test_the_summary_records_what_the_run_was_made_of(
@@ -387,7 +399,10 @@ def test_the_summary_records_what_the_run_was_made_of(
 
     assert outcome.exit_code == 0, outcome.stderr
     provenance = read(run_dir() / "summary.json")["provenance"]
-    assert provenance["images"] == {"agent": f"fake/agent-dummy/{TASK_ID}:1"}
+    assert provenance["images"] == {
+        "agent": f"fake/agent-dummy/{TASK_ID}:1",
+        "environment": f"fake/tool/{TASK_ID}:1",
+    }
     assert provenance["agent_version"] == "1.0"
     assert (provenance["dataset"], provenance["dataset_version"]) == ("demo", "1")
     assert (provenance["model"], provenance["mode"], provenance["difficulty"]) == (

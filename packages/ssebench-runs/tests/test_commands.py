@@ -277,6 +277,20 @@ def test_an_unknown_container_is_refused_before_the_backend_is_asked(
         )
 
 
+@pytest.mark.parametrize("user", ["root", "0", "0:0", "root:model"])
+def test_root_in_the_agent_container_is_refused_in_one_line(
+    user: str, invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_backend(reaching([fake_run("r1")]))
+    monkeypatch.setattr(os, "execvp", lambda file, argv: pytest.fail("nothing may run"))
+    outcome = invoke("exec", "r1", "--user", user, "--container", "agent", "--", "id")
+    assert outcome.code == 1
+    assert outcome.err == (
+        "ssebench runs: --user root --container agent: the agent container never runs root; "
+        "use task\n"
+    )
+
+
 def test_exec_on_a_backend_without_exec_exits_with_1(
     invoke: Invoke, use_backend: UseBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,7 +30,7 @@ class ReachingBackend(FakeBackend):
 
     def exec_argv(self, handle: RunHandle, command: Sequence[str], **options: Any) -> list[str]:
         # A local shell stands in for the container's: it prints who it is asked to be.
-        script = f"echo user={options.get('user')}; exec sh"
+        script = f"echo user={options.get('user')} in={options.get('container')}; exec sh"
         return [sys.executable, "-c", f"import os; os.execvp('sh', ['sh', '-c', {script!r}])"]
 
 

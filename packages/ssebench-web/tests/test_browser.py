@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from ssebench.conformance.fake import FakeBackend
+from ssebench.spec import labels
 from ssebench.web._app import create_app
 from ssebench.web._assets import node_modules
 
@@ -156,11 +157,18 @@ def served(tmp_path: Path) -> Iterator[Served]:
                 process.kill()
                 process.wait()
             log.close()
-            wanted = {"label": f"ssebench.run-id={run_id}"}
-            for container in client.containers.list(all=True, filters=wanted):
-                container.remove(force=True)
-            for network in client.networks.list(filters=wanted):
+            # The checker carries the run's ID; the agent container and the pair's volumes
+            # its pair label. The agent container first: it uses the checker's network.
+            by_id = {"label": f"{labels.RUN_ID}={run_id}"}
+            pair = {"label": f"{labels.RUN}={run_id}"}
+            found = {c.id: c for c in client.containers.list(all=True, filters=by_id)}
+            found.update({c.id: c for c in client.containers.list(all=True, filters=pair)})
+            for container in sorted(found.values(), key=lambda c: not c.name.endswith("-agent")):
+                container.remove(force=True, v=True)
+            for network in client.networks.list(filters=by_id):
                 network.remove()
+            for volume in client.volumes.list(filters=pair):
+                volume.remove(force=True)
 
 
 def _summary(served: Served, agent: str, run_id: str) -> dict[str, Any]:

@@ -42,7 +42,8 @@ def test_the_terminal_runs_the_exec_command_on_a_pty_as_model_and_marks_the_run(
 ) -> None:
     run_dir = graded_run(backend, results)
     with client.websocket_connect("/api/runs/r1/terminal", headers=ORIGIN) as socket:
-        assert b"user=model" in _read_until(socket, b"user=model")
+        # model's shell is in the agent's container.
+        assert b"user=model in=agent" in _read_until(socket, b"user=model")
         socket.send_text('{"cols": 100, "rows": 30}')
         socket.send_bytes(b"stty size; tty\n")
         seen = _read_until(socket, b"/dev/pts/")
@@ -127,4 +128,4 @@ def test_root_shells_open_with_allow_root_terminal(
     client.get(f"/?token={TOKEN}", follow_redirects=False)
     graded_run(backend, results)
     with client.websocket_connect("/api/runs/r1/terminal?user=root", headers=ORIGIN) as socket:
-        assert b"user=root" in _read_until(socket, b"user=root")
+        assert b"user=root in=task" in _read_until(socket, b"user=root")

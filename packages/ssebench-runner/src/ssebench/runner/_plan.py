@@ -156,6 +156,8 @@ def container_env(
         contract.ENV_TIMEOUT: str(config.timeout),
         contract.ENV_CHECK_TIMEOUT: str(config.check_timeout),
         contract.ENV_KEEP_ALIVE: "1" if config.keep else "0",
+        contract.ENV_MODE: config.mode,
+        contract.ENV_MCP_URL: contract.MCP_URL,
     }
     if config.resources is not None:
         env[contract.ENV_PIDS_LIMIT] = str(config.resources.pids)
@@ -438,10 +440,11 @@ def run_spec(
             `contract.PLUGINS_DIR`; None when the run has no plugins.
 
     Returns:
-        The spec to hand to `Backend.start`; in sidecar mode with its `SidecarPair`.
+        The spec to hand to `Backend.start`, with its `SidecarPair` (a checker pair in
+        both modes).
 
     Raises:
-        UserError: a sidecar run's images have no task image.
+        UserError: the images have no checker's image.
     """
     artifacts = (
         [Mount(target=contract.REFERENCE_PATCH, source=str(reference_patch), read_only=True)]
@@ -451,18 +454,19 @@ def run_spec(
     if plugins is not None:
         artifacts.append(Mount(target=contract.PLUGINS_DIR, source=str(plugins), read_only=True))
     env = dict(plan.env)
-    sidecar = None
-    if plan.config.mode == "sidecar":
-        if images.environment is None:
-            raise UserError(f"the backend gave no task image for sidecar run {plan.run_id}")
-        # The agent reaches the daemon in the task container through the shared socket.
-        env[contract.ENV_DAEMON_SOCKET] = contract.SIDECAR_DAEMON_SOCKET
-        sidecar = SidecarPair.create(
-            run_id=plan.run_id,
-            environment_image=images.environment,
-            source_dir=plan.task.config.source,
-            env=env,
-        )
+    if images.environment is None:
+        raise UserError(f"the backend gave no checker's image for run {plan.run_id}")
+    # The agent reaches the daemon in the checker through the shared socket.
+    env[contract.ENV_DAEMON_SOCKET] = contract.SIDECAR_DAEMON_SOCKET
+    sidecar = SidecarPair.create(
+        run_id=plan.run_id,
+        environment_image=images.environment,
+        source_dir=plan.task.config.source,
+        env=env,
+        checker=True,
+        # Plugins run in the checker: one that uses the model needs the run's key there.
+        model_key=plan.config.model != NO_MODEL and any(p.llm for p in plan.config.plugins),
+    )
     return RunSpec(
         run_id=plan.run_id,
         task_name=plan.task.id,

@@ -51,8 +51,8 @@ ContainerOption = Annotated[
     typer.Option(
         "--container",
         metavar="[task|agent]",
-        help="Which container of a sidecar run: task (the daemon and the project) or "
-        "agent. A sandbox run has one, which is both.",
+        help="Which container of the run: task (the checker: the daemon and the project) "
+        "or agent (the agent's, where only model runs).",
     ),
 ]
 CONTAINERS: Final[tuple[ContainerRole, ...]] = ("task", "agent")
@@ -258,6 +258,8 @@ def exec_command(
     from ssebench.runs._errors import NotRunningError, RunsError
 
     role = _container(container)
+    if role == "agent" and user is not None and user.partition(":")[0] in ("root", "0"):
+        fail("--user root --container agent: the agent container never runs root; use task")
     names = env or []
     for name in names:
         if ENV_NAME.fullmatch(name) is None:

@@ -28,11 +28,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket
 
-from ssebench.spec import Backend, SSEBenchError, contract
+from ssebench.spec import Backend, ContainerRole, SSEBenchError, contract
 from ssebench.web._access import TokenGate
 from ssebench.web._assets import STATIC
 from ssebench.web._data import Catalogue, to_json
-from ssebench.web._terminal import SHELL, refuse_terminal, serve_terminal, user_of
+from ssebench.web._terminal import ROOT_USER, SHELL, refuse_terminal, serve_terminal, user_of
 
 DAEMON_VIEWS: Final = frozenset({"capabilities", "diff"})
 """What the page reads from a running run's daemon (GET, agent-facing, read-only)."""
@@ -168,8 +168,13 @@ def create_app(
             # run is graded; the shell is model's (or root's, beside the agent's files).
             await refuse_terminal(socket, f"run {run_id} is not graded yet")
             return
+        # model's shell is in the agent's container (its own tools; nothing but model
+        # ever runs there), root's in the checker.
+        container: ContainerRole = "task" if user == ROOT_USER else "agent"
         try:
-            argv = backend.exec_argv(info.handle, list(SHELL), user=user, tty=True, stdin=True)
+            argv = backend.exec_argv(
+                info.handle, list(SHELL), user=user, tty=True, stdin=True, container=container
+            )
         except SSEBenchError:
             await socket.close(code=1011)
             return
