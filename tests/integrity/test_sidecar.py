@@ -1,9 +1,10 @@
-"""Sidecar mode's own walls (seed "Security properties", "In sidecar mode, also"), in
-real containers: one `sidecar-probe` run per difficulty (and one with open egress)
-on pyarchive, whose agent reports what `model` finds from the agent container and
-through the daemon's bash tool in the task container (agents/sidecar-probe/agent.py).
+"""The walls of a run's two containers (issue 38; seed "Security properties", "In sidecar
+mode, also"), in real containers, in both modes: one `sidecar-probe` run per mode and
+difficulty (and one with open egress) on pyarchive, whose agent reports what `model`
+finds from the agent container and through the daemon's bash tool in the checker
+(agents/sidecar-probe/agent.py).
 
-The rest of the suite runs in both modes (`runs` in conftest.py); these tests are
+The rest of the suite runs in both modes too (`runs` in conftest.py); these tests are
 about what only a pair has: two containers, the shared socket volume.
 """
 
@@ -15,7 +16,7 @@ import pytest
 
 from ssebench.daemon import ACTIONS, ALLOWED
 
-from .conftest import HOST_SIDE, PYARCHIVE, STANDIN, Finished, Runs, Standin
+from .conftest import HOST_SIDE, MODES, PYARCHIVE, STANDIN, Finished, Runs, Standin
 
 pytestmark = [pytest.mark.integrity, pytest.mark.timeout(1800)]
 
@@ -31,21 +32,28 @@ def probe_runs(
     return {}
 
 
-def probe(runs_by_mode: dict[str, Runs], made: dict[Any, Finished], case: tuple[int, str]) -> Any:
-    if case not in made:
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def probe(
+    runs_by_mode: dict[str, Runs], made: dict[Any, Finished], mode: str, case: tuple[int, str]
+) -> Any:
+    if (mode, case) not in made:
         difficulty, egress = case
-        made[case] = runs_by_mode["sidecar"].run(
+        made[mode, case] = runs_by_mode[mode].run(
             PYARCHIVE, "sidecar-probe", difficulty=difficulty, egress=egress, timeout=300
         )
-    done = made[case]
+    done = made[mode, case]
     assert done.returncode == 0, done.why()
-    assert done.summary()["config"]["mode"] == "sidecar"
+    assert done.summary()["config"]["mode"] == mode
     return done.report(), done
 
 
 @pytest.fixture
-def restricted(runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished]) -> Any:
-    report, _ = probe(runs_by_mode, probe_runs, (2, "restricted"))
+def restricted(runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished], mode: str) -> Any:
+    report, _ = probe(runs_by_mode, probe_runs, mode, (2, "restricted"))
     return report
 
 
@@ -55,6 +63,15 @@ def test_the_task_files_never_reach_the_agent_container(restricted: Any) -> None
     the daemon's bash tool runs, they do (and stay closed to model: test_bypass.py)."""
     assert restricted["here"]["exists"] == {"/ssebench": False, "/ssebench-repo": False}
     assert restricted["there"]["task paths"] == "/ssebench\n/ssebench-repo\n"
+
+
+def test_only_model_runs_in_the_agent_container_and_the_results_are_not_there(
+    restricted: Any,
+) -> None:
+    """The agent container holds no root process at all (its PID 1 is the launcher, as
+    model), and the checker's results never reach it (issue 38)."""
+    assert restricted["here"]["process uids"] == [1000]
+    assert restricted["here"]["results mounted"] is False
 
 
 def test_the_bash_tool_runs_as_model_in_the_task_container(restricted: Any) -> None:
@@ -89,10 +106,10 @@ def test_the_results_directory_is_root_only_in_both_containers(restricted: Any) 
 
 @pytest.mark.parametrize("difficulty", [0, 2, 4])
 def test_the_difficulty_gate_holds_in_the_task_container(
-    difficulty: int, runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished]
+    difficulty: int, runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished], mode: str
 ) -> None:
     """At 0 every check runs (200); at 2 and 4 the withheld ones are refused (403)."""
-    report, _ = probe(runs_by_mode, probe_runs, (difficulty, "restricted"))
+    report, _ = probe(runs_by_mode, probe_runs, mode, (difficulty, "restricted"))
     expected = {action: 200 if action in ALLOWED[difficulty] else 403 for action in ACTIONS}
     assert report["checks"] == expected
 
@@ -107,9 +124,9 @@ def test_restricted_egress_reaches_neither_the_internet_nor_the_host_from_either
 
 
 def test_open_egress_reaches_the_internet_and_the_host_from_both_containers(
-    runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished]
+    runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished], mode: str
 ) -> None:
-    report, _ = probe(runs_by_mode, probe_runs, (2, "open"))
+    report, _ = probe(runs_by_mode, probe_runs, mode, (2, "open"))
     # The stand-in, and the host's listener (host_listener) that restricted runs must
     # not reach: so their "FAILED" is the wall's, not an address where nothing listens.
     for address in (STANDIN, f"{HOST_SIDE}:8099"):
@@ -118,7 +135,7 @@ def test_open_egress_reaches_the_internet_and_the_host_from_both_containers(
 
 
 def test_a_finished_pair_leaves_no_container_or_volume(
-    runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished]
+    runs_by_mode: dict[str, Runs], probe_runs: dict[Any, Finished], mode: str
 ) -> None:
-    _, done = probe(runs_by_mode, probe_runs, (2, "restricted"))
-    assert runs_by_mode["sidecar"].leftovers(done.run_id) == []
+    _, done = probe(runs_by_mode, probe_runs, mode, (2, "restricted"))
+    assert runs_by_mode[mode].leftovers(done.run_id) == []

@@ -46,7 +46,23 @@ def here() -> dict[str, object]:
         "socket dir": oct(Path(SOCKET_DIR).stat().st_mode & 0o7777),
         "socket dir owner": Path(SOCKET_DIR).stat().st_uid,
         "network": {address: h.try_connect_tcp(address) for address in (STANDIN, HOST_SIDE)},
+        "process uids": sorted({uid for uid in map(_owner, Path("/proc").iterdir()) if uid >= 0}),
+        "results mounted": RESULTS in _mount_points(),
     }
+
+
+def _mount_points() -> set[str]:
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+def _owner(entry: Path) -> int:
+    """The uid of a process in /proc (-1 for what is not a process, or ended)."""
+    if not entry.name.isdigit():
+        return -1
+    try:
+        return entry.stat().st_uid
+    except OSError:
+        return -1
 
 
 def there() -> dict[str, object]:
