@@ -195,8 +195,11 @@ def test_two_datasets_with_one_task_id_each_keep_their_own_images(
     second = backend.prepare_images(twin_request("twin-b", agent))  # same names, other images
 
     assert first.agent.startswith("sha256:") and second.agent.startswith("sha256:")
+    assert first.agent != second.agent and first.environment != second.environment
+    # The task's files are in its checker's image (the agent's holds none of them).
     for images, project in ((first, "twin-a"), (second, "twin-b")):
-        backend.copy_from_image(images.agent, "/ssebench/config.yaml", tmp_path / project)
+        assert images.environment is not None
+        backend.copy_from_image(images.environment, "/ssebench/config.yaml", tmp_path / project)
         assert f"project: {project}\n" in (tmp_path / project).read_text()
 
 

@@ -237,6 +237,22 @@ def priced(calls: list[dict[str, Any]]) -> float:
     )
 
 
+def assert_spend_of_a_killed_run(run: AgentRun, gateway: DockerGateway) -> None:
+    """The spend of a run the time limit killed mid-loop: what each settled call cost,
+    plus, when the kill dropped a stream in flight, that call at its worst case (the
+    gateway cannot know what the provider made of it), which is at least its price."""
+    used = gateway.store.usage(run.summary["run_id"])
+    assert used is not None and used.revoked
+    assert run.summary["spend"] == pytest.approx(used.spend)
+    settled = used.prompt_tokens * INPUT_PRICE + used.completion_tokens * OUTPUT_PRICE
+    if settled == pytest.approx(priced(run.calls)):
+        assert used.spend == pytest.approx(settled)
+        return
+    assert settled == pytest.approx(priced(run.calls[:-1])), "more than one call unsettled"
+    assert used.calls == len(run.calls)
+    assert used.spend - settled >= priced(run.calls[-1:]) - 1e-9
+
+
 TEST_AGENTS = HOME / "tests" / "agents"
 """The test agents (model-caller, model-flooder, ...)."""
 
@@ -275,16 +291,30 @@ def bypass_probe() -> dict[str, str]:
     }
 
 
+AGENT_PID1_ENVIRON = "/proc/1/environ"
+"""Readable by the agent: PID 1 of its container is the launcher, running as model."""
+
+OWN_GROUPS: tuple[list[int], ...] = ([], [1000])
+"""The supplementary groups `model` may have where the agent runs: none, or its own."""
+
+
 def assert_bypassed_nothing(report: dict[str, Any]) -> None:
     """What an agent's tools ran the bypass probe as: `model` with no other group; it read
     nothing protected, got 403 from every admin route, reached no address beyond the
     gateway (docs/integrity.md)."""
     identity = report["identity"]
     assert (identity["uid"], identity["gid"]) == (1000, 1000), identity
-    assert identity["groups"] == [] and identity["status_groups"] == [], identity
+    # The engine starts the agent container as 1000:1000 and lists the primary group as a
+    # supplementary one too: no group beyond model's own either way.
+    assert identity["groups"] in OWN_GROUPS, identity
+    assert identity["status_groups"] in [[str(g) for g in own] for own in OWN_GROUPS], identity
     assert identity["bash_tool_ids"] == "1000\n1000\n1000\n", identity
     not_read = ("denied", "missing")
-    assert {path: how for path, how in report["direct"].items() if how not in not_read} == {}
+    # The agent container's PID 1 is the launcher, model's own process with the
+    # environment the agent is given (tests/integrity/test_bypass.py says the same).
+    read = {path: how for path, how in report["direct"].items() if how not in not_read}
+    read.pop(AGENT_PID1_ENVIRON, None)
+    assert read == {}
     assert set(report["admin_routes"]) and all(
         answer["status"] == 403 for answer in report["admin_routes"].values()
     ), report["admin_routes"]

@@ -22,11 +22,14 @@ from ssebench.backends.docker import DockerGateway
 from ssebench.spec import DialogEntry
 
 from .conftest import (
+    AGENT_PID1_ENVIRON,
     HOME,
     MODEL,
+    OWN_GROUPS,
     PROBE_PYTHON,
     Upstream,
     assert_bypassed_nothing,
+    assert_spend_of_a_killed_run,
     bypass_probe,
     priced,
     run_scripted_agent,
@@ -181,9 +184,7 @@ def test_mini_swe_agent_stops_at_the_runs_timeout_and_its_dialog_keeps_every_cal
     # Killed mid-loop: each answered call was appended as it returned; at most the one
     # call in flight at the kill is missing.
     assert len(run.calls) - 1 <= len(run.replies) <= len(run.calls)
-    assert run.summary["spend"] == pytest.approx(priced(run.calls))
-    used = gateway.store.usage(run.summary["run_id"])
-    assert used is not None and used.revoked
+    assert_spend_of_a_killed_run(run, gateway)
 
 
 @pytest.mark.integrity
@@ -203,13 +204,16 @@ def test_mini_swe_agents_shell_has_the_user_groups_and_network_of_every_agent(
     probe = (run.run_dir / "archive" / "probe.txt").read_text().splitlines()
     assert "ids 1000 1000 1000" in probe, probe
     status = dict(line.split(":", 1) for line in probe if line.split(":")[0] in STATUS)
+    groups = [int(gid) for gid in status.pop("Groups", "").split()]
+    assert groups in OWN_GROUPS, groups
     assert {name: value.strip() for name, value in status.items()} == {
-        "Groups": "",
         "NoNewPrivs": "1",
         "CapEff": "0000000000000000",
     }
-    assert [line for line in probe if line.startswith("read ")] == []
-    assert len([line for line in probe if line.startswith("closed ")]) == 6
+    read = [line for line in probe if line.startswith("read ")]
+    assert read in ([], [f"read {AGENT_PID1_ENVIRON}"]), read
+    # Six protected paths tried: each closed, but the launcher's environment if read.
+    assert len([line for line in probe if line.startswith("closed ")]) == 6 - len(read)
     reached = [line for line in probe if line.startswith("net ")]
     assert reached and not [line for line in reached if "REACHED" in line], reached
     assert len(run.calls) == 2 and run.summary["outcome"] == "failed"

@@ -38,6 +38,7 @@ from .conftest import (
     PROBE_PYTHON,
     Upstream,
     assert_bypassed_nothing,
+    assert_spend_of_a_killed_run,
     bypass_probe,
     priced,
     run_scripted_agent,
@@ -206,9 +207,7 @@ def test_opencode_stops_at_the_runs_timeout_and_its_dialog_keeps_every_call(
     # call in flight at the kill is missing.
     answered = [entry for entry in run.dialog if entry.status == 200]
     assert len(run.calls) - 1 <= len(answered) <= len(run.calls)
-    assert run.summary["spend"] == pytest.approx(priced(run.calls))
-    used = gateway.store.usage(run.summary["run_id"])
-    assert used is not None and used.revoked
+    assert_spend_of_a_killed_run(run, gateway)
 
 
 def probe_script(folder: Path, source: str) -> str:

@@ -1,5 +1,6 @@
 """Agent layers: the agent's Dockerfile never runs where hidden material is, names no other
-image, and the sealed layer holds SSEBench's paths exactly as the tool layer does.
+image, and the sealed layer holds SSEBench's paths exactly as the tool layer does, but
+the hidden material: no agent image holds /ssebench or /ssebench-repo.
 
 Every test builds real images (on the demo task pyarchive-path-traversal, and on the
 busybox-only synthetic case image) with throw-away agents, removed afterwards.
@@ -23,16 +24,24 @@ from ssebench.backends.docker._agent_layer import (
     agent_stage_image_name,
     build_agent,
 )
-from ssebench.spec import Agent, ImageUnavailableError, Task, default_dataset, find_task
+from ssebench.spec import (
+    Agent,
+    ImageUnavailableError,
+    Task,
+    contract,
+    default_dataset,
+    find_task,
+)
 
 from .conftest import DATASET, RUNTIME_PYTHON, Run
 
 TASK = "pyarchive-path-traversal"
 BUSYBOX = "ssebench-test-busybox-only"
 
+HIDDEN = ["/ssebench", "/ssebench-repo"]
+"""Only the checker's image, the tool layer, holds them."""
+LAUNCHER = ["/opt/ssebench/bin/python3.11", "-I", "-m", "ssebench.daemon.launcher"]
 SEALED = [
-    "/ssebench",
-    "/ssebench-repo",
     "/opt/ssebench",
     "/var/lib/ssebench-runner",
     "/run/ssebench",
@@ -105,6 +114,14 @@ def make_agent(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[M
                     docker_client.images.remove(name, force=True)
 
 
+def sealed_tree(run: Run, image: str) -> dict[str, Any]:
+    """SSEBench's sealed paths in an agent image, but the agent's command the seal added
+    (`contract.AGENT_COMMAND_FILE`, checked on its own)."""
+    found = tree(run, image, *SEALED)
+    found.pop(contract.AGENT_COMMAND_FILE, None)
+    return found
+
+
 def tree(run: Run, image: str, *paths: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(
         run(image, [RUNTIME_PYTHON, "-I", "-c", TREE_PROBE, *paths]).ok()
@@ -141,7 +158,7 @@ def test_the_agent_layer_holds_ssebench_paths_as_the_tool_layer_does_and_the_age
     built = build_agent(docker_client, agent, task, ssebench_home, lambda _line: None)
 
     assert built.tag == agent_image_name(agent, task)
-    assert tree(run, built.tag, *SEALED) == tree(run, tool, *SEALED)
+    assert sealed_tree(run, built.tag) == tree(run, tool, *SEALED)
     facts = tree(run, built.tag, *PARENTS, "/etc/ld.so.preload", "/etc/nsswitch.conf")
     tool_facts = tree(run, tool, *PARENTS, "/etc/ld.so.preload", "/etc/nsswitch.conf")
     for path in PARENTS:
@@ -155,14 +172,24 @@ def test_the_agent_layer_holds_ssebench_paths_as_the_tool_layer_does_and_the_age
     ]
     assert facts["/etc/ld.so.preload"] == (tool_facts["/etc/ld.so.preload"] or empty)
     assert facts["/etc/nsswitch.conf"] == (tool_facts["/etc/nsswitch.conf"] or empty)
-    assert "/ssebench/config.yaml" in tree(run, built.tag, "/ssebench")
+    assert tree(run, built.tag, *HIDDEN) == dict.fromkeys(HIDDEN)
+    assert "/ssebench/config.yaml" in tree(run, tool, "/ssebench")
 
     config = docker_client.images.get(built.tag).attrs["Config"]
-    tool_config = docker_client.images.get(tool).attrs["Config"]
     assert config["User"] == "0:0"
-    assert config["Entrypoint"] == tool_config["Entrypoint"]
+    assert config["Entrypoint"] == LAUNCHER
     assert config["Cmd"] == ["/opt/agent/run.sh"]
     assert config["Healthcheck"] == {"Test": ["NONE"]}
+    # The command the launcher runs, root's to write, recorded when the image was sealed.
+    assert tree(run, built.tag, contract.AGENT_COMMAND_FILE)[contract.AGENT_COMMAND_FILE][:4] == [
+        0,
+        0,
+        "0o644",
+        "file",
+    ]
+    read = "import sys; sys.stdout.write(open(sys.argv[1]).read())"
+    recorded = run(built.tag, [RUNTIME_PYTHON, "-I", "-c", read, contract.AGENT_COMMAND_FILE]).ok()
+    assert json.loads(recorded) == ["/opt/agent/run.sh"]
 
 
 HOSTILE = r"""ARG TOOL_IMAGE
@@ -209,8 +236,10 @@ def test_a_hostile_agent_build_sees_no_hidden_material_and_cannot_change_ssebenc
     assert listing.count("No such file or directory") == 2, listing
     assert found == "", found
 
-    # Its links, folders and programs at SSEBench's paths are gone; all is as in the tool layer.
-    assert tree(run, built.tag, *SEALED) == tree(run, tool, *SEALED)
+    # Its links, folders and programs at SSEBench's paths are gone; all is as in the tool
+    # layer, and what it planted at the hidden material's paths is gone too.
+    assert sealed_tree(run, built.tag) == tree(run, tool, *SEALED)
+    assert tree(run, built.tag, *HIDDEN) == dict.fromkeys(HIDDEN)
     parents = tree(run, built.tag, "/opt")["/opt"]
     assert parents[:4] == tree(run, tool, "/opt")["/opt"][:4]
     preload = tree(run, built.tag, "/etc/ld.so.preload")["/etc/ld.so.preload"]
@@ -267,7 +296,28 @@ def test_a_dockerfile_naming_the_case_image_is_refused_before_anything_is_built(
 
 
 @pytest.mark.docker
-def test_an_agent_image_setting_a_loader_variable_is_refused_and_not_sealed(
+@pytest.mark.parametrize(
+    ("name", "dockerfile", "message"),
+    [
+        (
+            "probe-preload",
+            'ARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nENV LD_PRELOAD=/opt/agent/x.so\nCMD ["true"]\n',
+            "agent probe-preload: its Dockerfile sets the variable LD_PRELOAD, which would act "
+            "in SSEBench's own processes; set what the agent needs in its command instead",
+        ),
+        (
+            "probe-no-cmd",
+            "ARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nRUN true\n",
+            "agent probe-no-cmd: its Dockerfile has no CMD; give it the agent's command, "
+            'e.g. CMD ["/bin/bash", "/opt/agent/run.sh"]',
+        ),
+    ],
+    ids=["loader-variable", "no-cmd"],
+)
+def test_an_agent_image_with_a_loader_variable_or_no_cmd_is_refused_in_one_line_and_not_sealed(
+    name: str,
+    dockerfile: str,
+    message: str,
     tool_image: Any,
     docker_client: docker.DockerClient,
     make_agent: MakeAgent,
@@ -275,11 +325,10 @@ def test_an_agent_image_setting_a_loader_variable_is_refused_and_not_sealed(
 ) -> None:
     task = task_of(TASK)
     tool_image(TASK)
-    agent = make_agent(
-        "probe-preload", "ARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nENV LD_PRELOAD=/opt/agent/x.so\n"
-    )
-    with pytest.raises(ImageUnavailableError, match="sets the variable LD_PRELOAD, which would"):
+    agent = make_agent(name, dockerfile)
+    with pytest.raises(ImageUnavailableError) as raised:
         build_agent(docker_client, agent, task, ssebench_home, lambda _line: None)
+    assert str(raised.value) == message
     assert not exists(docker_client, agent_image_name(agent, task))
 
 

@@ -128,7 +128,8 @@ def test_a_tool_layer_that_fails_names_the_layer_the_step_and_the_reason(
         build_tool(docker_client, task, home)
     message = str(raised.value)
     assert message.startswith(f"tool layer (ssebench/tool/{BUSYBOX}:")
-    assert "failed at step 8/11 (RUN [" in message
+    # The last of the 12 steps is the LABEL the build adds (the runtime version it carries).
+    assert "failed at step 8/12 (RUN [" in message
     assert "/ssebench/pocs/missing.bin is missing" in message
 
 

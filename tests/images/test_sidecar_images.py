@@ -26,7 +26,8 @@ from .conftest import Run, StatPaths
 
 pytestmark = pytest.mark.docker
 
-ENTRYPOINT = ["/opt/ssebench/bin/python3.11", "-I", "-m", "ssebench.daemon.entrypoint"]
+LAUNCHER = ["/opt/ssebench/bin/python3.11", "-I", "-m", "ssebench.daemon.launcher"]
+"""The agent images' entrypoint: SSEBench's launcher, which the agent's CMD follows."""
 PLAIN = (
     'ARG TOOL_IMAGE\nFROM ${TOOL_IMAGE}\nCOPY run.sh /opt/agent/run.sh\nCMD ["/opt/agent/run.sh"]\n'
 )
@@ -87,7 +88,7 @@ def test_the_sidecar_agent_base_has_the_contracts_users_and_folders_and_no_task(
     model_uid, model_groups, runner_uid = ids.split("\n")[:3]
     assert (model_uid, model_groups) == ("1000", "1000")
     assert 100 <= int(runner_uid) < 1000
-    assert docker_client.images.get(base.tag).attrs["Config"]["Entrypoint"] == ENTRYPOINT
+    assert docker_client.images.get(base.tag).attrs["Config"]["Entrypoint"] == LAUNCHER
 
 
 def test_a_hostile_sidecar_agent_build_cannot_change_ssebench_paths(
@@ -110,7 +111,7 @@ def test_a_hostile_sidecar_agent_build_cannot_change_ssebench_paths(
     assert stat_paths(image.tag, ["/etc"])["/etc"]["mode"] == "0o755"
     assert run(image.tag, ["/bin/sh", "-c", "id -u model"]).ok() == "1000\n"
     config = docker_client.images.get(image.tag).attrs["Config"]
-    assert config["Entrypoint"] == ENTRYPOINT
+    assert config["Entrypoint"] == LAUNCHER
     assert config["Cmd"] == ["/opt/agent/run.sh"]
 
 
@@ -132,7 +133,7 @@ def test_the_agent_image_serves_every_task_and_is_not_built_again(
     ]
 
 
-def test_the_task_containers_image_runs_the_daemon_only(
+def test_the_checkers_image_runs_the_entrypoint_for_an_agent_container(
     tool_image: Any, docker_client: docker.DockerClient, ssebench_home: Path
 ) -> None:
     task = find_task(default_dataset(ssebench_home), "pyarchive-path-traversal")
@@ -143,6 +144,6 @@ def test_the_task_containers_image_runs_the_daemon_only(
         "/opt/ssebench/bin/python3.11",
         "-I",
         "-m",
-        "ssebench.daemon.sidecar",
+        "ssebench.daemon.entrypoint",
     ]
-    assert not config.get("Cmd")
+    assert config["Cmd"] == ["--agent-container"]

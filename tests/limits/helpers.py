@@ -84,13 +84,14 @@ def summary_of(run_dir: Path) -> dict[str, Any]:
 
 
 def wait_running(client: docker.DockerClient, run_id: str, seconds: float = 900) -> str:
-    """The ID of the run's container once it runs its agent."""
+    """The ID of the run's checker (the container with its ID label) once its agent, in
+    the other container of the pair, runs."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        found = client.api.containers(filters={"label": f"{labels.RUN_ID}={run_id}"})
-        if found:
-            logs = client.api.logs(found[0]["Id"]).decode(errors="replace")
-            if "sleeper agent: started" in logs:
-                return str(found[0]["Id"])
+        checker = client.api.containers(filters={"label": f"{labels.RUN_ID}={run_id}"})
+        for found in client.api.containers(filters={"label": f"{labels.RUN}={run_id}"}):
+            logs = client.api.logs(found["Id"]).decode(errors="replace")
+            if checker and "sleeper agent: started" in logs:
+                return str(checker[0]["Id"])
         time.sleep(0.5)
     raise AssertionError(f"run {run_id} did not start its agent in {seconds}s")

@@ -188,16 +188,16 @@ def test_each_hook_runs_at_its_moment_as_its_user(probe_run: Ran) -> None:
         assert probes[hook]["read_task_config"] == "yes"
         assert probes[hook]["key"] == ""  # not llm: no model key, even as root
     # At its moment: the tree before and after the agent committed the fix; beside the
-    # agent (started before it, ended with its phase, before every `model` process is
-    # killed and the exit reported); the grade before and after grading.
+    # agent (started before the checker lets it start, ended with its phase once its
+    # container's end was reported); the grade before and after grading.
     assert probes["before-agent"]["commits"] == "1"
     assert probes["after-agent"]["commits"] == "2"
     log = (ran.run_dir / "entrypoint.log").read_text()
     assert (
         log.index("plugin probe-on-agent (on-agent) started")
-        < log.index("agent started as model")
+        < log.index("agent may start after")
         < log.index("plugin probe-on-agent: ok (the agent phase ended: killed)")
-        < log.index("agent exited with status")
+        < log.index("the agent container reported exit status 0")
         < log.index("plugin probe-after-agent (after-agent) started")
     )
     assert '"status"' not in probes["before-grading"]["grade"]

@@ -76,9 +76,12 @@ def run_prebuilt(
 def test_push_publishes_the_seeds_names_with_their_labels(
     pushed: subprocess.CompletedProcess[str], test_registry: Registry
 ) -> None:
-    (image,) = listing(pushed)
+    image, checker = listing(pushed)
 
     assert image["image"] == f"{test_registry.prefix}/agent-reference/tlvkit-heap-overflow:1"
+    # The checker's image of a sandbox run: the task's tool layer, under the daemon's version.
+    assert checker["image"] == f"{test_registry.prefix}/tool/{TASK}:{runtime_version()}"
+    assert checker["daemon_version"] == runtime_version()
     assert image["state"] == "pushed"
     assert image["daemon_version"] == runtime_version()
     assert len(image["inputs"]) == 64
@@ -99,9 +102,10 @@ def test_a_second_push_of_the_same_image_pushes_nothing(
     )  # fmt: skip
 
     assert again.returncode == 0, again.stderr
-    (image,) = listing(again)
-    assert image["state"] == "up to date"
-    assert image["digest"] == listing(pushed)[0]["digest"]
+    assert [image["state"] for image in listing(again)] == ["up to date", "up to date"]
+    assert [image["digest"] for image in listing(again)] == [
+        image["digest"] for image in listing(pushed)
+    ]
     assert "pushing" not in again.stderr
 
 
@@ -114,7 +118,7 @@ def test_a_second_process_with_an_empty_store_pulls_the_pushed_names(
 
     pulled = pull_into_empty_store(name)
 
-    (image,) = listing(pushed)
+    image = listing(pushed)[0]
     assert pulled.image_id == image["id"]
     labels = pulled.config["config"]["Labels"]
     assert labels[DAEMON_LABEL] == runtime_version()
@@ -204,15 +208,18 @@ def test_a_failed_pull_with_a_local_copy_warns_and_runs_it(
     tmp_path: Path,
 ) -> None:
     local = f"{unreachable_registry}/agent-reference/tlvkit-heap-overflow:1"
-    docker_client.images.get(listing(pushed)[0]["id"]).tag(local)
+    checker = f"{unreachable_registry}/tool/{TASK}:{runtime_version()}"
+    for image, name in zip(listing(pushed), (local, checker), strict=True):
+        docker_client.images.get(image["id"]).tag(name)
 
     done, _ = run_prebuilt(unreachable_registry, tmp_path, "--prebuilt")
 
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1
-    assert warnings[0].startswith(f"warning: cannot pull {local} (")
-    assert warnings[0].endswith("); using the copy on this machine")
+    assert len(warnings) == 2
+    for warning, name in zip(warnings, (local, checker), strict=True):
+        assert warning.startswith(f"warning: cannot pull {name} (")
+        assert warning.endswith("); using the copy on this machine")
     assert json.loads(done.stdout)["patch_result"]["status"] == "passed"
 
 
@@ -299,7 +306,7 @@ def test_push_refuses_to_replace_a_tag_holding_another_image_unless_forced(
         forced = ssebench(*push, "--force", registry=test_registry.prefix, cwd=tmp_path)
 
         assert forced.returncode == 0, forced.stderr
-        (image,) = listing(forced)
+        (image,) = [found for found in listing(forced) if found["image"] == name]
         assert image["state"] == "replaced"
         assert docker_client.images.get_registry_data(name).id == image["digest"] != remote
     finally:

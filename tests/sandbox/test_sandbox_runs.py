@@ -87,21 +87,31 @@ def ssebench_run(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator
         remove_by_run_id(docker_client, run_id)
 
 
+def _by_run(run_id: str) -> list[dict[str, str]]:
+    """Filters for what a run made: the checker carries its ID label, both containers and
+    the volumes of its pair the pair's label."""
+    return [{"label": f"{label}={run_id}"} for label in (labels.RUN_ID, labels.RUN)]
+
+
 def leftovers(client: docker.DockerClient, run_id: str) -> list[str]:
-    """Containers and networks carrying the run's ID label."""
-    wanted = {"label": f"{labels.RUN_ID}={run_id}"}
-    found = [f"container {c.name}" for c in client.containers.list(all=True, filters=wanted)]
-    found += [f"network {n.name}" for n in client.networks.list(filters=wanted)]
-    found += [f"volume {v.name}" for v in client.volumes.list(filters=wanted)]
-    return found
+    """Containers, networks and volumes carrying the run's ID label or its pair's."""
+    found: set[str] = set()
+    for wanted in _by_run(run_id):
+        found |= {f"container {c.name}" for c in client.containers.list(all=True, filters=wanted)}
+        found |= {f"network {n.name}" for n in client.networks.list(filters=wanted)}
+        found |= {f"volume {v.name}" for v in client.volumes.list(filters=wanted)}
+    return sorted(found)
 
 
 def remove_by_run_id(client: docker.DockerClient, run_id: str) -> None:
-    wanted = {"label": f"{labels.RUN_ID}={run_id}"}
-    for container in client.containers.list(all=True, filters=wanted):
-        container.remove(force=True, v=True)
-    for network in client.networks.list(filters=wanted):
-        network.remove()
+    for wanted in _by_run(run_id):
+        for container in client.containers.list(all=True, filters=wanted):
+            container.remove(force=True, v=True)
+    for wanted in _by_run(run_id):
+        for network in client.networks.list(filters=wanted):
+            network.remove()
+        for volume in client.volumes.list(filters=wanted):
+            volume.remove(force=True)
 
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -204,11 +214,11 @@ def runs_command(*args: str) -> str:
 
 
 def _wait_for_container(client: docker.DockerClient, run_id: str, deadline: float) -> None:
-    wanted = {"label": f"{labels.RUN_ID}={run_id}"}
+    wanted = {"label": f"{labels.RUN}={run_id}"}  # the agent's container carries the pair's
     while time.monotonic() < deadline:
-        found = client.containers.list(filters=wanted)
-        if found and "sleeper agent: started" in found[0].logs().decode(errors="replace"):
-            return
+        for container in client.containers.list(filters=wanted):
+            if "sleeper agent: started" in container.logs().decode(errors="replace"):
+                return
         time.sleep(0.5)
     raise AssertionError(f"run {run_id} never started its agent")
 

@@ -403,7 +403,10 @@ def test_a_model_run_through_the_in_cluster_gateway_records_spend_and_its_key_is
             text = json.dumps(kube.sanitize_for_serialization(found))
             assert key not in text and gateway.provider_key not in text
             assert "sk-ssebench-" not in text
-        run_env = {e.name: e for e in pod.spec.containers[0].env}
+        # The agent's container ("run") holds the key; the checker ("task") never does.
+        containers = {c.name: c for c in pod.spec.containers}
+        assert "SSE_API_KEY" not in {e.name for e in containers["task"].env}
+        run_env = {e.name: e for e in containers["run"].env}
         assert run_env["SSE_API_KEY"].value is None
         assert run_env["SSE_API_KEY"].value_from.secret_key_ref.name == job.metadata.name
         for path in run_dir.rglob("*"):

@@ -92,9 +92,10 @@ def test_a_fork_bomb_is_held_to_the_run_s_process_limit_and_a_run_beside_it_pass
     backend_namespace: str,
     tmp_path: Path,
 ) -> None:
-    """No kernel limit per pod: the entrypoint's watchdog (`ssebench.daemon._pids`) kills
-    the bomb (which left its process group with setsid) past `--pids-limit`; the run is
-    graded, and a reference run started beside it passes."""
+    """No kernel limit per pod: the agent container's watchdog (the launcher's,
+    `ssebench.daemon._pids`) kills the bomb (which left its process group with setsid)
+    past `--pids-limit`; the run is graded, and a reference run started beside it
+    passes."""
     tag = os.getpid()
     bomb_id, beside_id = f"bomb-{tag}", f"beside-{tag}"
     env = {**os.environ, **k8s_env, "SSEBENCH_AGENT_PATH": str(ROOT / "tests/agents")}
@@ -123,10 +124,11 @@ def test_a_fork_bomb_is_held_to_the_run_s_process_limit_and_a_run_beside_it_pass
     assert summary["patch_result"]["status"] == "failed", summary["patch_result"]
     assert summary["runtime_result"]["agent_exit_code"] == 137, summary["runtime_result"]
     assert summary["config"]["resources"]["pids"] == 128
-    log = (results / "forkbomb" / bomb_id / "entrypoint.log").read_text()
+    checker_log = (results / "forkbomb" / bomb_id / "entrypoint.log").read_text()
     # Without it the bomb's small processes (1000) and a root service (the kubelet's 990)
     # were neck and neck in the OOM killer's eyes: the service was killed, the run lost.
-    assert re.search(r"oom_score_adj 9\d\d lowered to 0: ", log), log
+    assert re.search(r"oom_score_adj 9\d\d lowered to 0: ", checker_log), checker_log
+    log = (results / "forkbomb" / bomb_id / "agent.log").read_text()
     assert "process limit 128 (SSE_PIDS_LIMIT): not held by the kernel (cgroup pids.max max)" in log
     passed = [line for line in log.splitlines() if "process limit 128 passed: " in line]
     assert passed and passed[0].endswith("killing every process of model"), log
