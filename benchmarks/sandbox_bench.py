@@ -14,6 +14,12 @@
    (target: ratio <= 5).
 3. parallel: four dummy runs at once against the same four one after another
    (target: ratio <= 0.8); all eight must succeed.
+4. baseline (only with `--baseline DIR`, a worktree of another commit whose
+   `.venv` is synced, e.g. `git worktree add DIR <parent>; cd DIR; uv sync
+   --all-packages`): the same `ssebench run --agent reference` on each demo task
+   from this tree and from DIR's, in turns (either first), --repeat pairs, the
+   median pair's ratio (target: ratio <= 1.05). The baseline's images live under
+   a registry name of their own, so neither side rebuilds the other's.
 
 Every run happens in a temporary directory and is removed with its results.
 Images are built (or found in the engine's cache) before anything is timed.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import shlex
 import statistics
@@ -47,6 +54,8 @@ DEMO_TASKS = ("tlvkit-heap-overflow", "pyarchive-path-traversal")
 OVERHEAD_TARGET = 1.3
 LATENCY_TARGET = 5.0
 PARALLEL_TARGET = 0.8
+BASELINE_TARGET = 1.05
+BASELINE_REGISTRY = "ssebench-baseline"
 
 PROLOGUE = r"""
 set -eu
@@ -74,13 +83,26 @@ as_runner bash /ssebench/scripts/test.sh""",
 
 
 def ssebench_run(
-    workdir: Path, task: str, agent: str, *extra: str
+    workdir: Path,
+    task: str,
+    agent: str,
+    *extra: str,
+    program: str = SSEBENCH,
+    env: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, object]]:
-    """Run `ssebench run --json` in workdir; its wall time and summary."""
+    """Run `ssebench run --json` in workdir (`program`: another tree's); its wall time and
+    summary."""
     run_id = f"bench-{agent}-{secrets.token_hex(4)}"
-    argv = [SSEBENCH, "run", "--task", task, "--agent", agent, "--run-id", run_id, "--json"]
+    argv = [program, "run", "--task", task, "--agent", agent, "--run-id", run_id, "--json"]
     started = time.perf_counter()
-    done = subprocess.run([*argv, *extra], cwd=workdir, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [*argv, *extra],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
+    )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"ssebench run failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -219,17 +241,60 @@ def parallel() -> bool:
     return ratio <= PARALLEL_TARGET
 
 
+def baseline(tree: Path, repeat: int) -> bool:
+    print(f"\n4. a reference run of this tree vs the same run of {tree}")
+    program = str(tree / ".venv" / "bin" / "ssebench")
+    env = {"SSEBENCH_REGISTRY": BASELINE_REGISTRY}
+    ok = True
+    with tempfile.TemporaryDirectory() as workdir:
+        for task_id in DEMO_TASKS:
+            ssebench_run(Path(workdir), task_id, "reference", program=program, env=env)  # builds
+
+            def ours(task: str = task_id) -> float:
+                return ssebench_run(Path(workdir), task, "reference")[0]
+
+            def theirs(task: str = task_id) -> float:
+                return ssebench_run(Path(workdir), task, "reference", program=program, env=env)[0]
+
+            pairs = []
+            for index in range(repeat):
+                if index % 2:
+                    other = theirs()
+                    pairs.append((ours(), other))
+                else:
+                    pairs.append((ours(), theirs()))
+            ratios = [mine / other for mine, other in pairs]
+            ratio = statistics.median(ratios)
+            ok &= ratio <= BASELINE_TARGET
+            print(
+                f"   {task_id}: this tree {statistics.median(p[0] for p in pairs):.2f}s, "
+                f"baseline {statistics.median(p[1] for p in pairs):.2f}s (medians of {repeat}); "
+                f"ratio {ratio:.2f} (median of the pairs' {min(ratios):.2f}-{max(ratios):.2f}; "
+                f"target <= {BASELINE_TARGET})"
+            )
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["overhead", "latency", "parallel", "all"], default="all")
     parser.add_argument(
-        "--repeat", type=int, default=7, help="pairs of overhead samples (the median ratio counts)"
+        "--part", choices=["overhead", "latency", "parallel", "baseline", "all"], default="all"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=7, help="pairs of samples (the median ratio counts)"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="a worktree of another commit, its .venv synced (part 4)"
     )
     args = parser.parse_args()
     part = args.part
+    if part == "baseline" and args.baseline is None:
+        parser.error("--part baseline needs --baseline DIR")
     docker.from_env().ping()
     prepare(DEMO_TASKS, ["reference", "dummy"])
     results = []
+    if args.baseline is not None and part in ("baseline", "all"):
+        results.append(baseline(args.baseline.resolve(), args.repeat))
     if part in ("overhead", "all"):
         results.append(overhead(args.repeat))
     if part in ("latency", "all"):

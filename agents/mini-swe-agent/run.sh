@@ -5,9 +5,9 @@
 # $SSE_ARCHIVE/dialog.jsonl, the trajectory in $SSE_ARCHIVE/trajectory.json.
 # The run's TIMEOUT is kept by the entrypoint, which kills the agent there; each
 # dialog line is written when its call returns, so a killed agent loses none.
-# In sidecar mode (the daemon's socket on the shared volume) its commands go through
-# the daemon's bash tool, in the task container where the project's toolchain is;
-# in sandbox mode through its own local shell.
+# In sidecar mode (SSE_MODE) its commands go through the daemon's bash tool, in the
+# checker where the project's toolchain is; in sandbox mode through its own local
+# shell, in its own container, which holds the project and its toolchain.
 set -euo pipefail
 export MSWEA_CONFIGURED=true MSWEA_GLOBAL_CONFIG_DIR=/tmp/mswea-config
 export MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1
@@ -16,7 +16,7 @@ export PYTHONPATH=/opt/agent PYTHONDONTWRITEBYTECODE=1
 python=/opt/agent/venv/bin/python
 task=$("$python" -m sse_daemon task)
 environment=local
-if [ "${SSE_DAEMON_SOCKET:-}" = /run/ssebench/sse.sock ]; then
+if [ "${SSE_MODE:-sandbox}" = sidecar ]; then
     environment=sse_mswea.DaemonEnvironment
 fi
 exec "$python" -m minisweagent.run.mini --yolo --exit-immediately \

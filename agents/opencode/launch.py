@@ -49,6 +49,8 @@ PORT = 4096
 HOST = "0.0.0.0"  # noqa: S104 (the point: see the module docstring)
 """The server listens on every address, so `ssebench runs endpoint` reaches it."""
 USERNAME = "opencode"
+MCP_URL = os.environ.get("SSE_MCP_URL") or "http://127.0.0.1:3000/mcp"
+"""The MCP server as the run gives it (the checker's, on the loopback the pair shares)."""
 """The server's basic-auth user (OpenCode's default)."""
 REFUSAL_GRACE = 2.0
 """Seconds OpenCode gets to finish on its own after the gateway refused a call."""
@@ -141,9 +143,7 @@ def config(model: str) -> dict[str, Any]:
         "autoupdate": False,
         "share": "disabled",
         "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
-        "mcp": {
-            "ssebench": {"type": "remote", "url": "http://127.0.0.1:3000/mcp", "enabled": True}
-        },
+        "mcp": {"ssebench": {"type": "remote", "url": MCP_URL, "enabled": True}},
     }
 
 
