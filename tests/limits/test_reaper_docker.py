@@ -162,3 +162,51 @@ def test_a_run_directory_removed_under_the_run_is_recorded_anyway_as_an_infra_er
     assert "the run directory vanished during the run" in last
     assert summary_of(run_dir)["outcome"] == "infra_error"
     assert ours(docker_client, workdir / "results") == []
+
+
+def test_a_cli_killed_between_its_runs_volumes_and_containers_is_reaped_and_recorded(
+    workdir: Path, docker_client: docker.DockerClient
+) -> None:
+    """The pair's volumes are made before its containers: a runner that dies in between
+    leaves only them, which carry the run's lease, so the reaper finds, removes and
+    records the run (the chaos tier met this once: a run directory without a summary
+    and a source volume left behind)."""
+    results = workdir / "results"
+    for _ in range(12):
+        run_id = f"halfway-{secrets.token_hex(3)}"
+        cli = start(workdir, "run", "--task", TASK, "--agent", "sleeper", "--run-id", run_id,
+                    "--timeout", "600")  # fmt: skip
+        volume = f"ssebench-{run_id}-source"
+        while cli.poll() is None:
+            try:
+                docker_client.api.inspect_volume(volume)
+            except docker.errors.NotFound:
+                continue
+            os.killpg(cli.pid, signal.SIGKILL)
+            break
+        cli.communicate()
+        started = docker_client.api.containers(
+            all=True, filters={"label": f"ssebench.run={run_id}"}
+        )
+        if not started:
+            break
+        # Killed too late (its containers were made): another try.
+        assert ssebench(workdir, "runs", "reap", "--dir", "results").returncode == 0
+    else:
+        pytest.fail("no try killed the CLI between its run's volumes and containers")
+    run_dir = results / TASK / "none" / "sleeper" / run_id
+    assert not (run_dir / "summary.json").exists()
+    assert f"volume {volume}" in ours(docker_client, results)
+
+    reaped = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
+
+    assert reaped.returncode == 0, reaped.stderr
+    (entry,) = json.loads(reaped.stdout)
+    assert (entry["run_id"], entry["action"], entry["recorded"]) == (run_id, "removed", True)
+    assert ours(docker_client, results) == []
+    summary = summary_of(run_dir)
+    assert summary["outcome"] == "infra_error"
+    assert (
+        f"its runner (pid {cli.pid}) ended before recording"
+        in (summary["patch_result"]["error_msg"])
+    )

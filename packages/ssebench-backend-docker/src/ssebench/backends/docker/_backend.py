@@ -34,9 +34,11 @@ from ssebench.backends.docker._pair import (
 from ssebench.backends.docker._runs import (
     KEEP_LABEL,
     NETWORK_LABEL,
+    RUN_ID_LABEL,
     is_partner,
     label_filters,
     run_info,
+    unstarted_runs,
 )
 from ssebench.backends.docker._streams import join_relay, split_lines, start_relay
 from ssebench.spec import (
@@ -80,17 +82,26 @@ included) is kept to 4 files of 32 MiB: a second bound, after the entrypoint's c
 
 
 def _create_network(
-    client: docker.DockerClient, name: str, run_id: str, egress: Egress
+    client: docker.DockerClient, name: str, run_labels: dict[str, str], egress: Egress
 ) -> docker.models.networks.Network:
-    """A run's own network: internal (and guarded by the host rule) when restricted."""
+    """A run's own network: internal (and guarded by the host rule) when restricted.
+
+    `run_labels` carry the run's ID and, when made before the run's containers, the
+    run's labels, so that what a runner killed in between leaves is found (`list_runs`).
+    """
     with engine_errors(f"creating network {name}"):
         return client.networks.create(
             name,
             driver="bridge",
             internal=egress == "restricted",
-            labels={labels.RUN_ID: run_id, NETWORK_LABEL: name},
+            labels={**run_labels, NETWORK_LABEL: name},
             options={"com.docker.network.bridge.name": bridge_name(egress)},
         )
+
+
+def _own_labels(spec: RunSpec) -> dict[str, str]:
+    """The labels of everything a run makes on the engine: the run's, with its ID."""
+    return {**spec.labels, labels.RUN_ID: spec.run_id}
 
 
 def _mount(mount: Mount) -> docker.types.Mount:
@@ -150,7 +161,7 @@ def _run_network(
         return None
     if spec.network.egress == "restricted":
         ensure_host_guard()
-    network = _create_network(client, network_name, spec.run_id, spec.network.egress)
+    network = _create_network(client, network_name, _own_labels(spec), spec.network.egress)
     if spec.network.model_proxy:
         gateway = DockerGateway(client)
         # The run finds it by its alias on the run's network (the engine's DNS), which
@@ -353,7 +364,9 @@ class DockerBackend(Backend[DockerRunHandle]):
         network = None
         try:
             with engine_errors(f"starting run {spec.run_id}", hidden, family=BackendError):
-                create_volumes(client, [mount.source for mount in pair.volumes], pair.run_id)
+                create_volumes(
+                    client, [m.source for m in pair.volumes], pair.run_id, _own_labels(spec)
+                )
                 # The agent container shares the checker's network namespace, so the
                 # pair has one egress policy and both reach the gateway, if any.
                 network = _run_network(client, spec, network_name)
@@ -533,11 +546,12 @@ class DockerBackend(Backend[DockerRunHandle]):
         client = self._client()
         if handle.pair is not None:
             for container in (handle.agent_container, handle.container_id):
-                if container is not None:
+                if container:
                     join_relay(container, timeout=0)
             self._remove_pair(client, handle.pair, handle.network)
             return
-        self._remove(client, handle.container_id, handle.network)
+        # An unstarted run (`unstarted_runs`) has no container.
+        self._remove(client, handle.container_id or None, handle.network)
 
     @classmethod
     def _remove_pair(cls, client: docker.DockerClient, pair: str, network: str | None) -> None:
@@ -571,9 +585,14 @@ class DockerBackend(Backend[DockerRunHandle]):
     @override
     def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
         client = self._client()
+        # Also what a run has on the engine before its containers (`unstarted_runs`).
+        made_first = label_filters({**(labels or {}), RUN_ID_LABEL: ""})
         with engine_errors("listing runs"):
             found = client.api.containers(all=True, filters=label_filters(labels))
+            volumes = client.api.volumes(filters=made_first).get("Volumes") or []
+            networks = client.api.networks(filters=made_first)
         runs = [run_info(summary) for summary in found if not is_partner(summary)]
+        runs += unstarted_runs(volumes, networks, {run.run_id for run in runs})
         return sorted(runs, key=lambda run: run.created_at or "", reverse=True)
 
     @override
@@ -622,7 +641,7 @@ class DockerBackend(Backend[DockerRunHandle]):
         ensure_host_guard()
         refused = None
         try:
-            _create_network(client, network, handle.run_id, "restricted")
+            _create_network(client, network, {labels.RUN_ID: handle.run_id}, "restricted")
         except PlatformRefusedError as exc:
             refused = exc
         try:

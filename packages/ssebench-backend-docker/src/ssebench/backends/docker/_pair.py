@@ -35,15 +35,21 @@ AGENT_TIMEOUT_LABEL: Final = "ssebench.agent-timeout"
 """On the checker of a pair whose agent container the backend watches: the run's TIMEOUT."""
 
 
-def create_volumes(client: docker.DockerClient, names: list[str], pair: str) -> None:
-    """Create a pair's volumes, labelled with the pair's ID.
+def create_volumes(
+    client: docker.DockerClient, names: list[str], pair: str, run_labels: dict[str, str]
+) -> None:
+    """Create a pair's volumes, labelled with the pair's ID and the run's labels.
+
+    They are the first things of a run on the engine: with the run's labels (its
+    runner's lease, its run directory) a runner that dies before the run's containers
+    exist leaves volumes that `list_runs` shows and `runs reap` removes and records.
 
     Raises:
         BackendError: the engine refused (a volume of that name exists, ...).
     """
     for name in names:
         with engine_errors(f"creating volume {name}"):
-            client.api.create_volume(name, driver="local", labels={labels.RUN: pair})
+            client.api.create_volume(name, driver="local", labels={**run_labels, labels.RUN: pair})
 
 
 def remove_pair(client: docker.DockerClient, pair: str) -> None:

@@ -1,10 +1,12 @@
-"""Reading runs back from the engine: one list query, turned into RunInfo."""
+"""Reading runs back from the engine: one list query per kind, turned into RunInfo."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
 from typing import Any, Final
+
+import msgspec
 
 from ssebench.backends.docker._handle import DockerRunHandle
 from ssebench.backends.docker._pair import AGENT_CONTAINER_LABEL, AGENT_TIMEOUT_LABEL
@@ -28,9 +30,12 @@ _STATES: Final[dict[str, RunState]] = {
 _EXIT_CODE = re.compile(r"^Exited \((-?\d+)\)")
 
 
+RUN_ID_LABEL: Final = labels.RUN_ID
+
+
 def label_filters(wanted: dict[str, str] | None) -> dict[str, list[str]]:
-    """The engine's filter for containers carrying every label in `wanted`."""
-    return {"label": [f"{key}={value}" for key, value in (wanted or {}).items()]}
+    """The engine's filter for what carries every label in `wanted` ("": any value)."""
+    return {"label": [f"{key}={value}" if value else key for key, value in (wanted or {}).items()]}
 
 
 def is_partner(summary: dict[str, Any]) -> bool:
@@ -75,6 +80,50 @@ def run_info(summary: dict[str, Any]) -> RunInfo:
             agent_timeout=_seconds(tags.get(AGENT_TIMEOUT_LABEL)),
         ),
     )
+
+
+def unstarted_runs(
+    volumes: list[dict[str, Any]], networks: list[dict[str, Any]], started: set[str]
+) -> list[RunInfo]:
+    """The runs whose volumes or network are on the engine but not their containers.
+
+    Their runner died between making those and starting the run (or is in between
+    now): with the run's labels on them (its lease included) the reaper removes and
+    records such a run as it does a started one.
+    """
+    found: dict[str, RunInfo] = {}
+    for kind, summaries in (("volume", volumes), ("network", networks)):
+        for summary in summaries:
+            tags: dict[str, str] = summary.get("Labels") or {}
+            run_id = tags.get(labels.RUN_ID, "")
+            if not run_id or run_id in started:
+                continue
+            network = summary["Name"] if kind == "network" else None
+            known = found.get(run_id)
+            if known is not None:
+                if network is not None:
+                    handle = msgspec.structs.replace(known.handle, network=network, name=network)
+                    found[run_id] = msgspec.structs.replace(known, name=network, handle=handle)
+                continue
+            name = network or f"ssebench-{run_id}"
+            created = str(summary.get("CreatedAt" if kind == "volume" else "Created") or "")
+            found[run_id] = RunInfo(
+                run_id=run_id,
+                name=name,
+                state="created",
+                image="",
+                labels=tags,
+                created_at=f"{created[:19]}Z" if len(created) >= 19 else None,
+                handle=DockerRunHandle(
+                    run_id=run_id,
+                    name=name,
+                    container_id="",
+                    network=network,
+                    results_dir=tags.get(labels.RESULTS),
+                    pair=tags.get(labels.RUN),
+                ),
+            )
+    return list(found.values())
 
 
 def _seconds(value: str | None) -> float | None:
