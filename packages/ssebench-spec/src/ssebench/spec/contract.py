@@ -182,6 +182,13 @@ AGENT_COMMAND_FILE: Final = "/opt/ssebench/agent-command.json"
 strings), recorded by the seal, the image's last step; the launcher runs it, so a backend
 needs nothing of the image's configuration (a cluster could not read it)."""
 
+TIMEOUT_EXIT: Final = 124
+"""The agent's exit status when its time limit ended it (as `timeout(1)`)."""
+
+AGENT_SLACK: Final = 10.0
+"""Seconds past `TIMEOUT` before a backend ends an agent container its launcher did not
+(an agent that stopped or replaced it)."""
+
 AGENT_EXIT_LINE: Final = "ssebench-launcher: the agent's exit status: "
 """The launcher's stderr line (this, then the status) once the agent's process ended: how
 a backend learns it in a kept run, whose agent container stays up after it."""

@@ -5,7 +5,7 @@ The checker shares no process namespace with the agent container (`ps` there sho
 tells it. `watch_agent` returns the agent's exit status: the container's own when it
 exits; in a kept run, whose launcher stays up after the agent, the status the
 launcher prints (`contract.AGENT_EXIT_LINE`); 124 when the agent outlived its
-`TIMEOUT` by `AGENT_SLACK` (the launcher cuts it off at `TIMEOUT` itself), after
+`TIMEOUT` by `contract.AGENT_SLACK` (the launcher cuts it off at `TIMEOUT` itself), after
 which the container is killed. `write_agent_log` copies the container's output into
 the run directory as `agent.log`, capped like every output that reaches the host
 (`contract.AGENT_OUTPUT_LIMIT`, then one marker line): the launcher runs as `model`
@@ -36,11 +36,6 @@ from ssebench.spec.atomic import write_atomically
 
 log = logging.getLogger(__name__)
 
-AGENT_SLACK: Final = 10.0
-"""Seconds past `TIMEOUT` before the backend kills an agent container the launcher did
-not end (an agent that stopped or replaced it)."""
-
-TIMEOUT_EXIT: Final = 124
 _POLL: Final = 0.5
 
 
@@ -103,7 +98,9 @@ def watch_agent(
             code = state.get("ExitCode", 0)
             return code if isinstance(code, int) else 1
         if cutoff is None and state.get("Running"):
-            cutoff = _started_at(str(state.get("StartedAt", ""))) + agent_timeout + AGENT_SLACK
+            cutoff = (
+                _started_at(str(state.get("StartedAt", ""))) + agent_timeout + contract.AGENT_SLACK
+            )
         checker = _state(client, checker_id)
         if checker is None or (not checker.get("Running") and checker.get("Status") == "exited"):
             kill(client, agent_id)
@@ -111,7 +108,7 @@ def watch_agent(
         if cutoff is not None and time.time() >= cutoff:
             log.info("the agent container outlived its time limit: killed")
             kill(client, agent_id)
-            return TIMEOUT_EXIT
+            return contract.TIMEOUT_EXIT
         if deadline is not None and time.monotonic() >= deadline:
             raise RunTimeoutError("the agent container did not end in time")
 

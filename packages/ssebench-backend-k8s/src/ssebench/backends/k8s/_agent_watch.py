@@ -5,7 +5,7 @@ the agent end: the backend tells it (`ssebench.daemon.report`, run in the checke
 exec). The agent's status is its container's exit status; in a kept run, whose
 launcher stays up after the agent, the status the launcher prints
 (`contract.AGENT_EXIT_LINE`); 124 when the agent outlived its `TIMEOUT` by
-`AGENT_SLACK`, after which its kill file ends the container (its liveness probe).
+`contract.AGENT_SLACK`, after which its kill file ends the container (its liveness probe).
 `agent_log` is the container's output capped like every output that reaches the host.
 """
 
@@ -25,10 +25,6 @@ from ssebench.backends.k8s._handle import K8sRunHandle
 from ssebench.backends.k8s._sidecar import TASK_CONTAINER
 from ssebench.spec import BackendError, PlatformNotFoundError, RunTimeoutError, contract
 
-AGENT_SLACK: Final = 10.0
-"""Seconds past `TIMEOUT` before the backend ends an agent container the launcher did not."""
-
-TIMEOUT_EXIT: Final = 124
 _POLL: Final = 0.5
 _TAIL: Final = 20
 """Lines of a kept run's agent output looked at for the launcher's exit line."""
@@ -85,9 +81,9 @@ def watch_agent(
             started = state.running.started_at
             if isinstance(started, datetime):
                 elapsed = datetime.now(UTC).timestamp() - started.timestamp()
-                if elapsed > handle.agent_timeout + AGENT_SLACK:
+                if elapsed > handle.agent_timeout + contract.AGENT_SLACK:
                     end_agent(core, handle)
-                    return TIMEOUT_EXIT
+                    return contract.TIMEOUT_EXIT
         if deadline is not None and time.monotonic() > deadline:
             raise RunTimeoutError(f"the agent of run {handle.run_id} did not end in time")
         time.sleep(_POLL)

@@ -25,9 +25,6 @@ from ssebench.daemon.entrypoint._procs import Children, Wakeup
 from ssebench.daemon.entrypoint._settings import AGENT_ENV_PASSED, Settings
 from ssebench.spec import contract
 
-TIMEOUT_EXIT: Final = 124
-"""The agent's exit status when its time limit killed it (as `timeout(1)`)."""
-
 _CHUNK: Final = 65536
 
 
@@ -258,9 +255,10 @@ def run_agent(
     relay.finish()
     os.close(read_fd)
     if timed_out:
-        say(f"agent stopped at its time limit ({settings.timeout:g} s): exit status {TIMEOUT_EXIT}")
+        status = contract.TIMEOUT_EXIT
+        say(f"agent stopped at its time limit ({settings.timeout:g} s): exit status {status}")
         return AgentOutcome(
-            exit_code=TIMEOUT_EXIT, duration=duration, timed_out=True, killed=killed
+            exit_code=contract.TIMEOUT_EXIT, duration=duration, timed_out=True, killed=killed
         )
     if wakeup.stopping and (proc.returncode is None or proc.returncode == -signal.SIGKILL):
         say(f"agent stopped by signal {wakeup.stop_signal} after {duration:.1f} s")

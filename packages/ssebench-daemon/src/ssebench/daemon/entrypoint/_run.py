@@ -30,7 +30,7 @@ from ssebench.daemon._budget import count_checks
 from ssebench.daemon._client import DaemonUnreachableError, UnixHTTPClient
 from ssebench.daemon._pids import PidsWatchdog, run_users
 from ssebench.daemon._users import kill_user, lower_own_oom_score, signal_group
-from ssebench.daemon.entrypoint._agent import TIMEOUT_EXIT, AgentOutcome, Relay, run_agent
+from ssebench.daemon.entrypoint._agent import AgentOutcome, Relay, run_agent
 from ssebench.daemon.entrypoint._files import (
     hand_over,
     log_tail,
@@ -282,7 +282,9 @@ class Entrypoint:
                         f"no report of the agent's end within {settings.timeout:g} s "
                         f"(+{settings.report_grace:g} s): the agent phase ends as a time-out"
                     )
-                    return AgentOutcome(TIMEOUT_EXIT, time.monotonic() - started, timed_out=True)
+                    return AgentOutcome(
+                        contract.TIMEOUT_EXIT, time.monotonic() - started, timed_out=True
+                    )
                 readable = self.wakeup.wait(min(left, 1.0), [self.report, *self.plugins.fds()])
                 self.plugins.service(readable)
                 if self.report not in readable:
@@ -299,7 +301,7 @@ class Entrypoint:
         duration = time.monotonic() - started
         code = _reported_status(received)
         self.say(f"the agent container reported exit status {code} after {duration:.1f} s")
-        return AgentOutcome(code, duration, timed_out=code == TIMEOUT_EXIT)
+        return AgentOutcome(code, duration, timed_out=code == contract.TIMEOUT_EXIT)
 
     def _end_agent_phase(self) -> bool:
         """Tell the daemon: agent-facing listeners refuse every tool from now on.
