@@ -112,8 +112,8 @@ def test_an_image_whose_sh_always_succeeds_is_still_stopped(
     tmp_path: Path,
 ) -> None:
     """The agent container's liveness is the kubelet's request to the checker, not a program
-    of its image. The stubborn-sh agent's /bin/sh answers success to everything: `stop`'s
-    `sh -c 'kill -TERM 1'` in it does nothing, and so would an `exec` probe's `! test -e
+    of its image. The stubborn-sh agent's /bin/sh answers success to everything: a `sh -c
+    'kill -TERM 1'` in it would do nothing, and so would an `exec` probe's `! test -e
     kill`. Its kept run (graded at the time limit, its launcher staying up as a kept run's
     does) is stopped all the same: the agent container ends."""
     run_dir = _run(
@@ -134,6 +134,58 @@ def test_an_image_whose_sh_always_succeeds_is_still_stopped(
         removed = _cli(["runs", "remove", run_id], k8s_env, tmp_path)
         assert removed.returncode == 0, removed.stderr
     assert _gone(kube, backend_namespace, run_id) == []
+
+
+def test_runs_stop_runs_no_program_of_the_agents_image(
+    pushed_hostile_images: str,
+    k8s_env: dict[str, str],
+    kube: client.ApiClient,
+    backend_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """`runs stop` of a running run ends its agent container through the kill file (the
+    checker's alive port answers 503, the kubelet's probe ends it), and runs nothing in
+    it: the stubborn-sh agent's /bin/sh records every call into the run's archive."""
+    run_id = f"k8s-stop-nothing-run-{os.getpid()}"
+    cli = subprocess.Popen(
+        [
+            SSEBENCH,
+            *("run", "--task", TASK, "--agent", "stubborn-sh", "--mode", "sandbox"),
+            *("--difficulty", "1", "--backend", "k8s", "--prebuilt", "--run-id", run_id),
+            *("--local", str(ROOT / "datasets/demo"), "--timeout", "600"),
+        ],
+        env={**k8s_env, "SSEBENCH_AGENT_PATH": AGENT_PATH},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not _agent_runs(kube, backend_namespace, run_id):
+            assert cli.poll() is None, cli.communicate()[1]
+            assert time.monotonic() < deadline, "the agent container never ran"
+            time.sleep(1)
+        stopped = _cli(["runs", "stop", run_id, "--grace", "2"], k8s_env, tmp_path)
+        assert stopped.returncode == 0, stopped.stderr
+        _, said = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    run_dir = tmp_path / "results" / TASK / "none" / "stubborn-sh" / run_id
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "stopped", said[-2000:]
+    calls = run_dir / "archive" / "stubborn-sh-calls"
+    assert not calls.exists(), calls.read_text()
+    assert _gone(kube, backend_namespace, run_id) == []
+
+
+def _agent_runs(kube: client.ApiClient, namespace: str, run_id: str) -> bool:
+    """Whether the run pod's agent container runs (no pod yet: not yet)."""
+    try:
+        return _agent_state(kube, namespace, run_id).running is not None
+    except (ValueError, TypeError, StopIteration):
+        return False
 
 
 def _agent_state(kube: client.ApiClient, namespace: str, run_id: str) -> Any:

@@ -437,19 +437,26 @@ class KubernetesBackend(Backend[K8sRunHandle]):
         """SIGTERM to the entrypoint by exec; past `grace`, the kill file ends the container.
 
         A sidecar run's agent container first (while it ends, grading what is there, it
-        still needs the daemon), then its task container, each within `grace`.
+        still needs the daemon), then its task container, each within `grace`. Nothing
+        runs in the agent container of a checker's pod, whose image is the agent's: its
+        kill file at once, which the checker's alive port answers with 503, and the
+        kubelet's liveness probe ends it (SIGTERM, then the pod's grace).
         """
         ended = [(objects.RUN_CONTAINER, objects.KILL_FILE)]
         if handle.sidecar:
             ended.append((TASK_CONTAINER, KILL_TASK_FILE))
         for container, kill_file in ended:
-            if not self._stop_container(handle, container, kill_file, grace):
+            by_exec = container != objects.RUN_CONTAINER or handle.agent_timeout is None
+            if not self._stop_container(handle, container, kill_file, grace, by_exec=by_exec):
                 return
 
     def _stop_container(
-        self, handle: K8sRunHandle, container: str, kill_file: str, grace: float
+        self, handle: K8sRunHandle, container: str, kill_file: str, grace: float, *, by_exec: bool
     ) -> bool:
-        """End one container of the run's pod; False when the pod is gone or ended with it."""
+        """End one container of the run's pod; False when the pod is gone or ended with it.
+
+        Without `by_exec`, no SIGTERM by exec: the kill file as soon as the container runs.
+        """
         core = self._core()
         deadline = time.monotonic() + grace
         signalled = False
@@ -464,6 +471,8 @@ class KubernetesBackend(Backend[K8sRunHandle]):
             state, _ = _state(pod, container)
             if state == "exited":
                 return True
+            if state == "running" and not by_exec:
+                break
             if state == "running" and not signalled:
                 try:
                     run_in(

@@ -25,7 +25,8 @@ Both containers share the pod's network namespace (the agent reaches the daemon'
 HTTP port and the MCP server at 127.0.0.1, and one NetworkPolicy governs the pair)
 but not its process namespace: the agent never sees the checker's processes.
 `stop` ends the agent's container first, then the checker, each with SIGTERM and,
-past the grace, its own kill file. The checker's liveness probe looks for
+past the grace, its own kill file (in a checker's pod the agent's kill file at once:
+nothing is run in the agent container). The checker's liveness probe looks for
 `control/kill-task`; the agent container's, in a checker's pod, is an HTTP request to
 the port the checker serves (`contract.AGENT_ALIVE_PORT`, 503 once `control/kill`
 exists: `entrypoint/_alive.py`), so no probe runs a program of the agent's image.
