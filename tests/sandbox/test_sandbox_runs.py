@@ -200,8 +200,37 @@ def test_kept_container_returns_on_the_grade_and_stays_until_removed(
         assert answer.status == 200
         assert json.loads(answer.read())
 
+    # Root's processes in the checker (PID 1 and what it started) have the runtime's PATH
+    # only; this exec, started by the engine, is not one of them.
+    found = kept[0].exec_run([contract.RUNTIME_PYTHON, "-I", "-c", ROOT_PATHS], user="root")
+    assert found.exit_code == 0, found.output
+    seen = found.output.decode().splitlines()
+    assert seen and all(line.split(" ", 2)[2] == contract.ROOT_PATH for line in seen), seen
+
     runs_command("remove", run_id)
     assert leftovers(docker_client, run_id) == []
+
+
+ROOT_PATHS = """
+import os
+procs = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        status = dict(
+            line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line
+        )
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    path = next((v[5:].decode() for v in environ if v.startswith(b"PATH=")), "-")
+    procs[int(pid)] = (int(status["PPid"]), status["Uid"].split()[0], path)
+for pid, (parent, uid, path) in sorted(procs.items()):
+    while parent not in (0, 1):
+        parent = procs.get(parent, (0,))[0]
+    if uid == "0" and (pid == 1 or parent == 1):
+        print(pid, uid, path)
+"""
+"""Prints `PID 0 PATH` for each process of root that PID 1 started, itself included."""
 
 
 def runs_command(*args: str) -> str:

@@ -248,6 +248,12 @@ def clean_path(value: str | None) -> str:
     return ":".join(entries) or DEFAULT_PATH
 
 
+def image_path(environ: Mapping[str, str]) -> str:
+    """The image's PATH (`clean_path`) in an environment of the checker's entrypoint or
+    its services, whose own PATH is root's (`contract.ROOT_PATH`), or in any other."""
+    return clean_path(environ.get(contract.ENV_IMAGE_PATH) or environ.get("PATH"))
+
+
 def _stripped(name: str, value: str) -> bool:
     """Whether the image's variable `name=value` is kept from a child (see the constants)."""
     if name.startswith(RUN_SETTINGS) or name in REPLACED or name in contract.SECRET_ENV:
@@ -272,7 +278,7 @@ def child_env(
     constants list: the run's settings, secrets, loader variables, anything that
     names the runtime or the admin socket, and what describes the starting
     process. HOME, USER, LOGNAME and SHELL are the identity's; PATH is the
-    image's without the runtime.
+    image's without the runtime (`image_path`).
 
     Args:
         base: the image's environment (the starting process's own).
@@ -291,7 +297,7 @@ def child_env(
         if value is not None and not any(marker in value for marker in PRIVATE_MARKERS):
             env[name] = value
     env.update(
-        PATH=clean_path(base.get("PATH")),
+        PATH=image_path(base),
         HOME=identity.home,
         USER=identity.name,
         LOGNAME=identity.name,

@@ -55,6 +55,11 @@ RUNTIME_PYTHON: Final = "/opt/ssebench/bin/python3.11"
 RUNTIME_GIT: Final = "/opt/ssebench/tools/bin/git"
 """The sealed runtime's own git (images/runtime): the one git root runs in a tool image."""
 
+ROOT_PATH: Final = "/opt/ssebench/tools/bin:/opt/ssebench/bin"
+"""Root's PATH in the checker: the sealed runtime's programs only. Root names every
+program it runs by its absolute path; this PATH makes sure a name it forgot finds
+nothing of the image's, nor of a PATH folder the agent can write."""
+
 RESULTS_DIR: Final = "/var/lib/ssebench/results"
 """Grade, final patch and logs (root-only; the host's run directory)."""
 
@@ -253,6 +258,11 @@ containers may hold; the container's root process holds it where the kernel does
 ENV_MODE: Final = "SSE_MODE"
 """The agent's mode, `sandbox` or `sidecar`: how an agent learns whether the project's
 toolchain is in its own container."""
+
+ENV_IMAGE_PATH: Final = "SSE_IMAGE_PATH"
+"""Set by the checker's entrypoint for its services: the image's PATH, which the children
+running as `model` or `sse-runner` (checks, the agent's shell) and root's plugins get,
+while root's own PATH is `ROOT_PATH`."""
 
 ENV_MCP_URL: Final = "SSE_MCP_URL"
 """The MCP server's URL as the agent reaches it (`MCP_URL`)."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
 from ssebench.daemon._environ import results_dir
 from ssebench.daemon._errors import ConfigError
 from ssebench.daemon.entrypoint._run import Entrypoint
 from ssebench.daemon.entrypoint._settings import Settings, load_settings
+from ssebench.spec import contract
 
 
 def isolate() -> None:
@@ -27,6 +28,21 @@ def isolate() -> None:
     os.chdir("/")
 
 
+def confine_path(environ: MutableMapping[str, str], python: str = sys.executable) -> None:
+    """Root's PATH becomes the sealed runtime's (`contract.ROOT_PATH`) when this runs from
+    it, as in every checker; the image's PATH moves to `contract.ENV_IMAGE_PATH`, where
+    the children of other users and root's plugins find it (`_users.image_path`).
+
+    Root runs every program by its absolute path; a name it forgot must not find a
+    program of the image, or one the agent wrote in a folder of the image's PATH.
+    """
+    if not python.startswith(contract.RUNTIME_DIR + "/"):
+        return
+    if contract.ENV_IMAGE_PATH not in environ:
+        environ[contract.ENV_IMAGE_PATH] = environ.get("PATH", "")
+    environ["PATH"] = contract.ROOT_PATH
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the container: services, the agent command, grading.
 
@@ -39,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         could not start.
     """
     isolate()
+    confine_path(os.environ)
     command = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = load_settings(command, os.environ)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ssebench.daemon._users import kill_user, killable_as, signal_group
+from ssebench.daemon._users import image_path, kill_user, killable_as, signal_group
 from ssebench.daemon.entrypoint._agent import Relay, agent_env
 from ssebench.daemon.entrypoint._files import open_log, write_marker
 from ssebench.daemon.entrypoint._procs import Children, Wakeup
@@ -309,6 +309,8 @@ class Plugins:
                     env.pop(name, None)
         else:
             env = service_env(settings.environ)
+            # The operator's program, which may run the image's tools by name.
+            env["PATH"] = image_path(settings.environ)
             env[contract.ENV_RESULTS] = str(settings.results_dir)
             env[contract.ENV_ARCHIVE] = str(settings.archive_dir)
             env["SSE_ADMIN_SOCKET"] = str(settings.admin_socket)
