@@ -5,7 +5,9 @@ standard library and every shared library they load (the dynamic loader and libc
 included) under /opt/ssebench, and points the interpreter's ELF header at the
 bundled loader with a DT_RPATH, so it runs in any Linux image of the same
 architecture. `git` and `bash` are bundled the same way under
-/opt/ssebench/tools, for case images that lack them.
+/opt/ssebench/tools, for case images that lack them, with `tar`, `sleep` and `touch`:
+what a Kubernetes run's helper containers run (the keeper, the copy-out, the kill
+file), so that they run SSEBench's own programs, never an image's.
 
 Run without arguments once /opt/ssebench is to be made, and with
 `--package-libraries` once our packages are in its dist-packages.
@@ -15,7 +17,7 @@ Layout:
     /opt/ssebench/lib/                    its loader and libraries
     /opt/ssebench/lib/python3.11/         the standard library
     /opt/ssebench/lib/python3/dist-packages/  our packages (the next build step)
-    /opt/ssebench/tools/bin/{bash,git}    bundled tools
+    /opt/ssebench/tools/bin/{bash,git,tar,sleep,touch}    bundled tools
     /opt/ssebench/tools/lib/              their loader and libraries
     /opt/ssebench/tools/libexec/git-core  git's exec path (builtins and helpers)
     /opt/ssebench/tools/share/git-core/templates
@@ -39,6 +41,8 @@ DLOPENED = ("libgcc_s.so.1",)
 # <prefix>/lib/python3/dist-packages (never site-packages), so ours go there.
 SITE_PACKAGES = RUNTIME / "lib" / "python3" / "dist-packages"
 TOOLS = RUNTIME / "tools"
+HELPERS = ("tar", "sleep", "touch")
+"""Programs of Kubernetes' helper containers (`contract.RUNTIME_TOOLS`)."""
 GIT_CORE = Path("/usr/lib/git-core")
 GIT_TEMPLATES = Path("/usr/share/git-core/templates")
 LDD_LINE = re.compile(r"^\s*(?:\S+\s+=>\s+)?(/\S+)\s+\(0x[0-9a-f]+\)$")
@@ -116,15 +120,17 @@ def assemble_python() -> None:
 
 
 def assemble_tools() -> None:
-    say("bash and git")
+    say(f"bash, git and {', '.join(HELPERS)}")
     bindir, libdir = TOOLS / "bin", TOOLS / "lib"
     bindir.mkdir(parents=True)
     shutil.copy2("/bin/bash", bindir / "bash")
+    for tool in HELPERS:
+        shutil.copy2(f"/bin/{tool}", bindir / tool)
     git_core = TOOLS / "libexec" / "git-core"
     shutil.copytree(GIT_CORE, git_core, symlinks=True)
     shutil.copytree(GIT_TEMPLATES, TOOLS / "share" / "git-core" / "templates")
     (bindir / "git").symlink_to("../libexec/git-core/git")
-    needed = libraries([bindir / "bash", git_core / "git"])
+    needed = libraries([bindir / "bash", git_core / "git", *(bindir / h for h in HELPERS)])
     # Helpers that need more than git itself (the network transports: curl, TLS, ...)
     # are left out: runs have no network to use them with.
     for helper in sorted(git_core.iterdir()):
@@ -137,7 +143,7 @@ def assemble_tools() -> None:
         if link.is_symlink() and not link.exists():
             link.unlink()
     copy_libraries(needed, libdir)
-    for binary in [bindir / "bash", *git_core.iterdir()]:
+    for binary in [bindir / "bash", *(bindir / h for h in HELPERS), *git_core.iterdir()]:
         if not binary.is_symlink() and binary.is_file() and is_elf(binary):
             patch(binary, libdir)
 

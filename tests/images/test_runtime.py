@@ -1,4 +1,5 @@
-"""The runtime (/opt/ssebench) runs in any x86_64 Linux image, and its git and bash work.
+"""The runtime (/opt/ssebench) runs in any x86_64 Linux image, and its git, bash and helpers
+(tar, sleep, touch: what Kubernetes' helper containers run) work.
 
 Its Python runs and imports the daemon in each demo task's tool layer and in an
 image holding nothing but a static busybox: no libc, no shell, no Python.
@@ -68,6 +69,10 @@ $git diff --stat
 /bin/busybox cat file.txt
 echo "commits: $($git rev-list --count HEAD)"
 echo "bash: $BASH_VERSION"
+tools=/opt/ssebench/tools/bin
+$tools/touch /work/touched
+$tools/sleep 0.1
+$tools/tar -C /work -cf - touched change.diff | $tools/tar -tf -
 """
 
 
@@ -134,14 +139,13 @@ def test_the_runtime_image_itself_runs_its_python_with_nothing_else_in_it(
 
 
 @pytest.mark.docker
-def test_bundled_git_inits_adds_commits_diffs_and_applies_with_bundled_bash_in_busybox(
-    run, busybox_image: str
-) -> None:
+def test_bundled_git_and_helpers_work_with_bundled_bash_in_busybox(run, busybox_image: str) -> None:
     output = run(busybox_image, [f"{TOOLS}/bash", "-c", GIT_SCRIPT]).ok()
     assert " 1 file changed, 1 insertion(+)" in output
     assert "one\ntwo\n" in output
     assert "commits: 1" in output
     assert "bash: 5." in output
+    assert output.endswith("touched\nchange.diff\n"), output
 
 
 @pytest.mark.docker

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ssebench.backends.k8s import _objects as objects
+from ssebench.backends.k8s._handle import K8sRunHandle
 from ssebench.backends.k8s._sidecar import (
     FILL_CONTAINER,
     KILL_TASK_FILE,
@@ -143,6 +144,8 @@ def test_a_checkers_pod_asks_the_checker_whether_the_agent_container_lives(
     assert run.liveness_probe.failure_threshold == objects.PROBE_FAILURES
     env = {e.name: e.value for e in task.env}
     assert env[contract.ENV_AGENT_KILL_FILE] == f"{objects.CONTROL_DIR}/{objects.KILL_FILE}"
+    # The checker's own probe runs the sealed runtime's bash, not the image's sh.
+    assert task.liveness_probe._exec.command[0] == f"{contract.RUNTIME_TOOLS}/bash"
     assert task.liveness_probe._exec.command[-1].endswith(f"/{KILL_TASK_FILE}")
 
 
@@ -187,3 +190,16 @@ def test_a_checkers_pod_runs_the_agent_as_model_with_no_results_and_helpers_of_t
     # No helper runs the agent's image.
     helpers = [keeper, *pod.init_containers]
     assert {c.image for c in helpers} == {"reg/tool-sidecar/t:1"}
+    # And the keeper (which the copy-out and the kill files use) runs the sealed runtime's
+    # programs in it, none of the image's.
+    assert keeper.command == [f"{contract.RUNTIME_TOOLS}/sleep", "infinity"]
+
+
+def test_the_backend_runs_the_runtimes_tools_in_a_checkers_pod_and_names_elsewhere() -> None:
+    """The copy-out's tar, the kill files' touch and the checker's SIGTERM: in a checker's
+    pod the sealed runtime's; in a pod of the earlier layout (kept before it) by name."""
+    checker = K8sRunHandle(run_id="r", name="r", namespace="n", pod="p", agent_timeout=60.0)
+    earlier = K8sRunHandle(run_id="r", name="r", namespace="n", pod="p")
+    for tool in ("tar", "touch", "bash"):
+        assert checker.helper_tool(tool) == f"{contract.RUNTIME_TOOLS}/{tool}"
+        assert earlier.helper_tool(tool) == tool

@@ -52,10 +52,13 @@ RUNTIME_DIR: Final = "/opt/ssebench"
 RUNTIME_PYTHON: Final = "/opt/ssebench/bin/python3.11"
 """The interpreter every in-container SSEBench tool runs with."""
 
+RUNTIME_TOOLS: Final = "/opt/ssebench/tools/bin"
+"""The sealed runtime's own programs (images/runtime): bash, git, tar, sleep, touch."""
+
 RUNTIME_GIT: Final = "/opt/ssebench/tools/bin/git"
 """The sealed runtime's own git (images/runtime): the one git root runs in a tool image."""
 
-ROOT_PATH: Final = "/opt/ssebench/tools/bin:/opt/ssebench/bin"
+ROOT_PATH: Final = f"{RUNTIME_TOOLS}:/opt/ssebench/bin"
 """Root's PATH in the checker: the sealed runtime's programs only. Root names every
 program it runs by its absolute path; this PATH makes sure a name it forgot finds
 nothing of the image's, nor of a PATH folder the agent can write."""

@@ -96,7 +96,7 @@ def end_agent(core: Any, handle: K8sRunHandle) -> None:
         handle.namespace,
         handle.pod,
         objects.KEEPER_CONTAINER,
-        ["touch", f"{objects.KEEP_ROOT}/control/{objects.KILL_FILE}"],
+        [handle.helper_tool("touch"), f"{objects.KEEP_ROOT}/control/{objects.KILL_FILE}"],
         timeout=10,
     )
 

@@ -411,7 +411,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
             handle.namespace,
             handle.pod,
             objects.KEEPER_CONTAINER,
-            ["tar", "-C", objects.KEEP_ROOT, "-cf", "-", "results", "archive"],
+            [handle.helper_tool("tar"), "-C", objects.KEEP_ROOT, "-cf", "-", "results", "archive"],
             timeout=600,
         )
         with stream:
@@ -480,7 +480,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                         handle.namespace,
                         handle.pod,
                         container,
-                        ["/bin/sh", "-c", "kill -TERM 1"],
+                        [handle.helper_tool("bash"), "-c", "kill -TERM 1"],
                         timeout=10,
                     )
                     signalled = True
@@ -495,7 +495,7 @@ class KubernetesBackend(Backend[K8sRunHandle]):
                 handle.namespace,
                 handle.pod,
                 objects.KEEPER_CONTAINER,
-                ["touch", f"{objects.KEEP_ROOT}/control/{kill_file}"],
+                [handle.helper_tool("touch"), f"{objects.KEEP_ROOT}/control/{kill_file}"],
                 timeout=10,
             )
             end = time.monotonic() + objects.PROBE_PERIOD * (objects.PROBE_FAILURES + 2) + 10

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssebench.spec import RunHandle
+from ssebench.spec import RunHandle, contract
 
 
 class K8sRunHandle(RunHandle, kw_only=True, frozen=True):
@@ -17,6 +17,12 @@ class K8sRunHandle(RunHandle, kw_only=True, frozen=True):
     """The run's TIMEOUT, on a pod whose agent container the backend watches and whose
     checker it tells of the agent's end (`_agent_watch`); None for a pod of the earlier
     layout, whose `run` container ran the entrypoint and was the awaited one."""
+
+    def helper_tool(self, name: str) -> str:
+        """A program the backend runs in the keeper or the checker: the sealed runtime's
+        (`contract.RUNTIME_TOOLS`) in a checker's pod, never one of an image's; by name
+        in a pod of the earlier layout, whose images may not hold it."""
+        return f"{contract.RUNTIME_TOOLS}/{name}" if self.agent_timeout is not None else name
 
     @property
     def awaited(self) -> str:

@@ -79,10 +79,10 @@ def _find(containers: list[Any], name: str) -> Any:
     return next(container for container in containers if container.name == name)
 
 
-def _probe(run: Any, kill_file: str) -> Any:
+def _probe(run: Any, kill_file: str, shell: str) -> Any:
     """The run container's liveness probe (`_objects.job`), on another kill file."""
     probe = copy.deepcopy(run.liveness_probe)
-    probe._exec.command = ["/bin/sh", "-c", f"! test -e {objects.CONTROL_DIR}/{kill_file}"]
+    probe._exec.command = [shell, "-c", f"! test -e {objects.CONTROL_DIR}/{kill_file}"]
     return probe
 
 
@@ -133,7 +133,9 @@ def add_pair(job: client.V1Job, spec: RunSpec, pair: SidecarPair) -> None:
     if pair.model_key:
         # The run's key for its `llm` plugins: the agent's references to the run's Secret.
         task_env += [e for e in run.env or [] if e.name in MODEL_KEY_ENV]
-    task_probe = _probe(run, KILL_TASK_FILE)
+    # A checker's probe runs the sealed runtime's bash, never a program of the image.
+    shell = f"{contract.RUNTIME_TOOLS}/bash" if pair.checker else "/bin/sh"
+    task_probe = _probe(run, KILL_TASK_FILE, shell)
     if pair.checker:
         task_env.append(
             client.V1EnvVar(
@@ -180,7 +182,10 @@ def add_pair(job: client.V1Job, spec: RunSpec, pair: SidecarPair) -> None:
         client.V1Volume(name=SOCKETS_VOLUME, empty_dir=client.V1EmptyDirVolumeSource()),
     ]
     if pair.checker:
-        # The helpers run the checker's image, never the agent's.
+        # The helpers run the checker's image, never the agent's, and the keeper the
+        # sealed runtime's programs in it, never the image's.
         for helper in (*pod.init_containers, *pod.containers):
             if helper.name in (objects.KEEPER_CONTAINER, objects.POLICY_WAIT_CONTAINER):
                 helper.image = pair.environment_image
+            if helper.name == objects.KEEPER_CONTAINER:
+                helper.command = [f"{contract.RUNTIME_TOOLS}/sleep", "infinity"]
