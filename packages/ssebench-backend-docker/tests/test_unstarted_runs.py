@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssebench.backends.docker._runs import label_filters, unstarted_runs
+from ssebench.backends.docker._runs import label_filters, made_first_filters, unstarted_runs
 from ssebench.spec import labels
 
 RUN_LABELS = {labels.RUN_ID: "r1", labels.RESULTS: "/res/t/none/a/r1", labels.LEASE_PID: "7"}
@@ -49,4 +49,11 @@ def test_a_started_run_and_an_unlabelled_volume_are_not_unstarted_runs() -> None
 def test_an_empty_wanted_value_asks_for_the_label_whatever_its_value() -> None:
     assert label_filters({labels.WEBUI: "true", labels.RUN_ID: ""}) == {
         "label": [f"{labels.WEBUI}=true", labels.RUN_ID]
+    }
+
+
+def test_the_volumes_asked_for_are_the_named_runs_only() -> None:
+    assert made_first_filters(None) == {"label": [labels.RUN_ID]}
+    assert made_first_filters({labels.RUN_ID: "r1", labels.WEBUI: "true"}) == {
+        "label": [f"{labels.RUN_ID}=r1", f"{labels.WEBUI}=true"]
     }

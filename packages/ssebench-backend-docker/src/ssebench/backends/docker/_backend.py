@@ -34,9 +34,9 @@ from ssebench.backends.docker._pair import (
 from ssebench.backends.docker._runs import (
     KEEP_LABEL,
     NETWORK_LABEL,
-    RUN_ID_LABEL,
     is_partner,
     label_filters,
+    made_first_filters,
     run_info,
     unstarted_runs,
 )
@@ -586,7 +586,7 @@ class DockerBackend(Backend[DockerRunHandle]):
     def list_runs(self, labels: dict[str, str] | None = None) -> list[RunInfo]:
         client = self._client()
         # Also what a run has on the engine before its containers (`unstarted_runs`).
-        made_first = label_filters({**(labels or {}), RUN_ID_LABEL: ""})
+        made_first = made_first_filters(labels)
         with engine_errors("listing runs"):
             found = client.api.containers(all=True, filters=label_filters(labels))
             volumes = client.api.volumes(filters=made_first).get("Volumes") or []

@@ -38,6 +38,12 @@ def label_filters(wanted: dict[str, str] | None) -> dict[str, list[str]]:
     return {"label": [f"{key}={value}" if value else key for key, value in (wanted or {}).items()]}
 
 
+def made_first_filters(wanted: dict[str, str] | None) -> dict[str, list[str]]:
+    """The engine's filter for the volumes and networks of the runs `wanted` names: those
+    carrying the run's ID label (`unstarted_runs`), of the one run when it names one."""
+    return label_filters({RUN_ID_LABEL: "", **(wanted or {})})
+
+
 def is_partner(summary: dict[str, Any]) -> bool:
     """Whether a container is a sidecar run's agent container, which lists as its task's."""
     tags: dict[str, str] = summary.get("Labels") or {}
