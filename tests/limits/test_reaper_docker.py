@@ -197,6 +197,12 @@ def test_a_cli_killed_between_its_runs_volumes_and_containers_is_reaped_and_reco
     run_dir = results / TASK / "none" / "sleeper" / run_id
     assert not (run_dir / "summary.json").exists()
     assert f"volume {volume}" in ours(docker_client, results)
+    # `runs` shows it as made but not started, and says why it has no output.
+    listed = json.loads(ssebench(workdir, "runs", "list", "--json").stdout)["runs"]
+    assert [run["state"] for run in listed if run["run_id"] == run_id] == ["created"]
+    said = ssebench(workdir, "runs", "logs", run_id)
+    assert said.returncode == 1
+    assert "its runner ended before making its containers" in said.stderr
 
     reaped = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
 

@@ -498,6 +498,11 @@ class DockerBackend(Backend[DockerRunHandle]):
     def logs(self, handle: DockerRunHandle, follow: bool = False) -> Iterator[str]:
         """The run's output: a checker's pair shows the agent container's, then the
         checker's (both as they come when following)."""
+        if not handle.container_id:
+            raise BackendError(
+                f"run {handle.run_id} has no output: its runner ended before making its "
+                "containers (`ssebench runs reap` removes what it left)"
+            )
         client = self._client()
         containers = [handle.awaited]
         if handle.agent_timeout is not None and handle.agent_container is not None:
@@ -524,9 +529,10 @@ class DockerBackend(Backend[DockerRunHandle]):
     @override
     def stop(self, handle: DockerRunHandle, grace: float = contract.STOP_GRACE) -> None:
         client = self._client()
-        # A pair's agent container first: the checker records the stop when it ends.
+        # A pair's agent container first: the checker records the stop when it ends. A run
+        # whose runner ended before making its containers has nothing to stop.
         for container in dict.fromkeys((handle.agent_container, handle.container_id)):
-            if container is None:
+            if not container:
                 continue
             try:
                 with engine_errors(f"stopping run {handle.run_id}"):
