@@ -142,6 +142,7 @@ def test_a_checkers_pod_asks_the_checker_whether_the_agent_container_lives(
         assert (probe.http_get.port, probe.http_get.path) == (contract.AGENT_ALIVE_PORT, "/agent")
     assert run.liveness_probe.period_seconds == objects.PROBE_PERIOD
     assert run.liveness_probe.failure_threshold == objects.PROBE_FAILURES
+    assert run.liveness_probe.termination_grace_period_seconds == contract.STOP_GRACE
     env = {e.name: e.value for e in task.env}
     assert env[contract.ENV_AGENT_KILL_FILE] == f"{objects.CONTROL_DIR}/{objects.KILL_FILE}"
     # The checker's own probe runs the sealed runtime's bash, not the image's sh.

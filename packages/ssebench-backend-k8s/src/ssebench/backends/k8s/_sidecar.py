@@ -95,6 +95,9 @@ def _asked_of_the_checker(probe: Any) -> tuple[Any, Any]:
     liveness = copy.deepcopy(probe)
     liveness._exec = None
     liveness.http_get = ask
+    # `stop` ends this container through the probe alone: the agent gets the default
+    # grace between the kubelet's SIGTERM and SIGKILL.
+    liveness.termination_grace_period_seconds = contract.STOP_GRACE
     startup = client.V1Probe(
         http_get=ask, period_seconds=1, failure_threshold=STARTUP_WAIT, timeout_seconds=5
     )
