@@ -200,8 +200,9 @@ def test_kept_container_returns_on_the_grade_and_stays_until_removed(
         assert answer.status == 200
         assert json.loads(answer.read())
 
-    # Root's processes in the checker (PID 1 and what it started) have the runtime's PATH
-    # only; this exec, started by the engine, is not one of them.
+    # Root's processes the checker's PID 1 started (the daemon, the MCP server) have the
+    # runtime's PATH only; this exec, started by the engine, is not one of them, and PID 1's
+    # /proc environ is what the engine started it with (it changed its own at once).
     found = kept[0].exec_run([contract.RUNTIME_PYTHON, "-I", "-c", ROOT_PATHS], user="root")
     assert found.exit_code == 0, found.output
     seen = found.output.decode().splitlines()
@@ -227,10 +228,10 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
 for pid, (parent, uid, path) in sorted(procs.items()):
     while parent not in (0, 1):
         parent = procs.get(parent, (0,))[0]
-    if uid == "0" and (pid == 1 or parent == 1):
+    if uid == "0" and pid != 1 and parent == 1:
         print(pid, uid, path)
 """
-"""Prints `PID 0 PATH` for each process of root that PID 1 started, itself included."""
+"""Prints `PID 0 PATH` for each process of root that PID 1 started (and theirs)."""
 
 
 def runs_command(*args: str) -> str:
