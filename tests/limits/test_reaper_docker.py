@@ -9,6 +9,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,6 +186,8 @@ def test_a_cli_killed_between_its_runs_volumes_and_containers_is_reaped_and_reco
             os.killpg(cli.pid, signal.SIGKILL)
             break
         cli.communicate()
+        # A request the CLI sent just before it died may still be carried out: let it land.
+        time.sleep(2)
         started = docker_client.api.containers(
             all=True, filters={"label": f"ssebench.run={run_id}"}
         )
