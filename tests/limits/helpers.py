@@ -76,6 +76,9 @@ def remove_ours(client: docker.DockerClient, results: Path) -> None:
     for network in client.api.networks(filters={"label": labels.RUN_ID}):
         if (network.get("Labels") or {}).get(labels.RUN_ID) in run_ids:
             client.api.remove_network(network["Id"])
+    for volume in client.api.volumes(filters={"label": labels.RUN_ID}).get("Volumes") or []:
+        if (volume.get("Labels") or {}).get(labels.RUN_ID) in run_ids:
+            client.api.remove_volume(volume["Name"], force=True)
 
 
 def summary_of(run_dir: Path) -> dict[str, Any]:
