@@ -54,6 +54,22 @@ def orphaned_sleeper(workdir: Path, client: docker.DockerClient, prefix: str) ->
     return run_id, cli.pid
 
 
+def reap_records_it(workdir: Path, client: docker.DockerClient, run_id: str, cli_pid: int) -> None:
+    """`runs reap` removes the sleeper run of a dead CLI, leaves nothing of it, and records
+    it as infra_error naming that CLI."""
+    reaped = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
+
+    assert reaped.returncode == 0, reaped.stderr
+    (entry,) = json.loads(reaped.stdout)
+    assert (entry["run_id"], entry["action"], entry["recorded"]) == (run_id, "removed", True)
+    assert ours(client, workdir / "results") == []
+    summary = summary_of(workdir / "results" / TASK / "none" / "sleeper" / run_id)
+    assert summary["outcome"] == "infra_error"
+    assert (
+        f"its runner (pid {cli_pid}) ended before recording" in summary["patch_result"]["error_msg"]
+    )
+
+
 def test_a_killed_cli_s_run_is_reaped_and_recorded_and_dry_run_changes_nothing(
     workdir: Path, docker_client: docker.DockerClient
 ) -> None:
@@ -69,17 +85,7 @@ def test_a_killed_cli_s_run_is_reaped_and_recorded_and_dry_run_changes_nothing(
     assert [entry["action"] for entry in json.loads(dry.stdout)] == ["would remove"]
     assert ours(docker_client, results) != []
 
-    reaped = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
-
-    assert reaped.returncode == 0, reaped.stderr
-    (entry,) = json.loads(reaped.stdout)
-    assert (entry["run_id"], entry["action"], entry["recorded"]) == (run_id, "removed", True)
-    assert ours(docker_client, results) == []
-    summary = summary_of(run_dir)
-    assert summary["outcome"] == "infra_error"
-    assert (
-        f"its runner (pid {cli_pid}) ended before recording" in summary["patch_result"]["error_msg"]
-    )
+    reap_records_it(workdir, docker_client, run_id, cli_pid)
     again = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
     assert json.loads(again.stdout) == []
 
@@ -207,15 +213,4 @@ def test_a_cli_killed_between_its_runs_volumes_and_containers_is_reaped_and_reco
     assert said.returncode == 1
     assert "its runner ended before making its containers" in said.stderr
 
-    reaped = ssebench(workdir, "runs", "reap", "--dir", "results", "--json")
-
-    assert reaped.returncode == 0, reaped.stderr
-    (entry,) = json.loads(reaped.stdout)
-    assert (entry["run_id"], entry["action"], entry["recorded"]) == (run_id, "removed", True)
-    assert ours(docker_client, results) == []
-    summary = summary_of(run_dir)
-    assert summary["outcome"] == "infra_error"
-    assert (
-        f"its runner (pid {cli.pid}) ended before recording"
-        in (summary["patch_result"]["error_msg"])
-    )
+    reap_records_it(workdir, docker_client, run_id, cli.pid)

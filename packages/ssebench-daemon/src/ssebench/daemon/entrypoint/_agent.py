@@ -257,9 +257,7 @@ def run_agent(
     if timed_out:
         status = contract.TIMEOUT_EXIT
         say(f"agent stopped at its time limit ({settings.timeout:g} s): exit status {status}")
-        return AgentOutcome(
-            exit_code=contract.TIMEOUT_EXIT, duration=duration, timed_out=True, killed=killed
-        )
+        return AgentOutcome(exit_code=status, duration=duration, timed_out=True, killed=killed)
     if wakeup.stopping and (proc.returncode is None or proc.returncode == -signal.SIGKILL):
         say(f"agent stopped by signal {wakeup.stop_signal} after {duration:.1f} s")
         return AgentOutcome(exit_code=None, duration=duration, stopped=True, killed=killed)
