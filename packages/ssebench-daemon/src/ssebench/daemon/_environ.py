@@ -105,3 +105,9 @@ def results_dir(environ: Mapping[str, str]) -> Path:
 def archive_dir(environ: Mapping[str, str]) -> Path:
     """`SSE_ARCHIVE`: the agent's archive folder; unset means the contract's."""
     return Path(environ.get(contract.ENV_ARCHIVE) or contract.ARCHIVE_DIR)
+
+
+def from_runtime(python: str) -> bool:
+    """Whether `python` is the sealed runtime's, as in every SSEBench image (not the
+    daemon's own tests on a host)."""
+    return python.startswith(contract.RUNTIME_DIR + "/")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
-from ssebench.daemon._environ import results_dir
+from ssebench.daemon._environ import from_runtime, results_dir
 from ssebench.daemon._errors import ConfigError
 from ssebench.daemon.entrypoint._run import Entrypoint
 from ssebench.daemon.entrypoint._settings import Settings, load_settings
@@ -36,7 +36,7 @@ def confine_path(environ: MutableMapping[str, str], python: str = sys.executable
     Root runs every program by its absolute path; a name it forgot must not find a
     program of the image, or one the agent wrote in a folder of the image's PATH.
     """
-    if not python.startswith(contract.RUNTIME_DIR + "/"):
+    if not from_runtime(python):
         return
     if contract.ENV_IMAGE_PATH not in environ:
         environ[contract.ENV_IMAGE_PATH] = environ.get("PATH", "")

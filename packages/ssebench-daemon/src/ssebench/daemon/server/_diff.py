@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ssebench.daemon._environ import from_runtime
 from ssebench.daemon._errors import ConflictError, InternalError
 from ssebench.daemon._messages import ChangedFile, FileStatus
 from ssebench.daemon._users import Identity, clean_path, current_identity, identity_of_uid
@@ -461,7 +462,7 @@ def find_git(environ: Mapping[str, str], python: str = sys.executable) -> str:
     Raises:
         InternalError: there is none.
     """
-    if python.startswith(contract.RUNTIME_DIR + "/"):
+    if from_runtime(python):
         if not os.access(contract.RUNTIME_GIT, os.X_OK):
             raise InternalError(f"the runtime's git {contract.RUNTIME_GIT} is missing")
         return contract.RUNTIME_GIT
